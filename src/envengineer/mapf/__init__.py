@@ -1,0 +1,1 @@
+"""MAPF-FrozenLake: the testbed. Imports nothing from torch or transformers."""

@@ -1,0 +1,335 @@
+"""The training-round configuration (SPEC §3), its legal space, random draws and projection.
+
+One pydantic model is the single source of truth: its bounds validate files, its JSON schema is what the
+environment engineer sees, and :func:`project` maps any proposal onto the legal space while recording what
+it changed.
+
+Decisions the spec leaves open (also in ``docs/testbed.md``):
+
+* The engineer controls the per-size knobs only. ``num_agents`` and ``num_samples`` are set by the
+  experiment; a proposal that changes them is projected back and the change recorded.
+* Size keys may be written ``3``, ``"3"`` or ``"3x3"``.
+* A value that is not a finite number (a string, NaN, null) is taken from the previous configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from envengineer.errors import ConfigError
+
+MIN_SIZE, MAX_SIZE = 3, 10
+HOLE_RATIO_MAX = 0.5
+
+
+class SizeConfig(BaseModel):
+    """The generator's knobs for one map size."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    data_ratio: float = Field(
+        ge=0.0, le=1000.0, description="Share of the round's samples drawn at this size (>= 0; renormalised)."
+    )
+    hole_ratio: float = Field(
+        ge=0.0, le=HOLE_RATIO_MAX, description="Share of the grid's cells that are holes, in [0, 0.5]."
+    )
+    wait_ratio: float = Field(
+        ge=0.0, le=1.0, description="Share of the instances at this size whose optimum needs a wait, in [0, 1]."
+    )
+
+
+class RoundConfig(BaseModel):
+    """One training round's data distribution: per map size, how much data, how many holes, how many waits.
+
+    >>> cfg = RoundConfig.model_validate({"num_samples": 10, "sizes": {"3": {
+    ...     "data_ratio": 1, "hole_ratio": 0.2, "wait_ratio": 0.5}}})
+    >>> cfg.allocation()
+    {3: (10, 5)}
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sizes: dict[int, SizeConfig] = Field(
+        description="Per map size n (an n x n grid): data_ratio, hole_ratio and wait_ratio.", min_length=1
+    )
+    num_agents: int = Field(default=2, ge=1, le=16, description="Agents per instance (2 in the paper's training).")
+    num_samples: int = Field(
+        default=4000, ge=1, le=1_000_000, description="Instances generated for the round (4,000 in the paper)."
+    )
+
+    @field_validator("sizes", mode="before")
+    @classmethod
+    def _size_keys(cls, v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {_size_key(k): val for k, val in v.items()}
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> RoundConfig:
+        for n in self.sizes:
+            if n < 2:
+                raise ValueError(f"map size {n} is too small; use sizes of 2 or more")
+        if sum(s.data_ratio for s in self.sizes.values()) <= 0:
+            raise ValueError("all data_ratio values are 0; give at least one size a positive share")
+        return self
+
+    def normalised_ratios(self) -> dict[int, float]:
+        total = sum(s.data_ratio for s in self.sizes.values())
+        return {n: s.data_ratio / total for n, s in sorted(self.sizes.items())}
+
+    def allocation(self) -> dict[int, tuple[int, int]]:
+        """Exact ``(count, wait_count)`` per size, by largest-remainder rounding (SPEC §3)."""
+        ratios = self.normalised_ratios()
+        counts = largest_remainder(list(ratios.values()), self.num_samples)
+        out = {}
+        for (n, _), count in zip(ratios.items(), counts):
+            w = self.sizes[n].wait_ratio
+            out[n] = (count, largest_remainder([w, 1.0 - w], count)[0])
+        return out
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(), sort_keys=False)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = self.model_dump_json(indent=2) if path.suffix == ".json" else self.to_yaml()
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> RoundConfig:
+        """Read a YAML or JSON round configuration, with a one-line error naming the bad field."""
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: cannot read the configuration ({exc})") from None
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: {format_validation_error(exc)}") from None
+
+
+@dataclass(frozen=True)
+class ConfigSpace:
+    """The legal configuration space: which map sizes exist and the bounds of every knob."""
+
+    sizes: tuple[int, ...] = tuple(range(MIN_SIZE, MAX_SIZE + 1))
+    hole_ratio_max: float = HOLE_RATIO_MAX
+
+    def __post_init__(self) -> None:
+        if not self.sizes or min(self.sizes) < 2:
+            raise ConfigError(f"the configuration space needs sizes of 2 or more, got {self.sizes}")
+
+
+DEFAULT_SPACE = ConfigSpace()
+
+
+def largest_remainder(weights: Sequence[float], total: int) -> list[int]:
+    """Split ``total`` into integer parts proportional to ``weights`` (ties go to the earlier part).
+
+    >>> largest_remainder([0.5, 0.25, 0.25], 10)
+    [5, 3, 2]
+    """
+    s = float(sum(weights))
+    if total < 0 or s <= 0:
+        raise ConfigError(f"cannot split {total} by weights {list(weights)}")
+    quotas = [w / s * total for w in weights]
+    parts = [math.floor(q) for q in quotas]
+    order = sorted(range(len(quotas)), key=lambda i: (-(quotas[i] - parts[i]), i))
+    for i in order[: total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+def random_config(
+    rng: np.random.Generator, space: ConfigSpace = DEFAULT_SPACE, *, num_agents: int = 2, num_samples: int = 4000
+) -> RoundConfig:
+    """A configuration drawn uniformly from the legal space (data ratios from a flat Dirichlet).
+
+    Values are rounded to 3 decimals so that the configuration reads well in prompts and logs.
+
+    >>> random_config(np.random.default_rng(0)).num_samples
+    4000
+    """
+    ratios = rng.dirichlet(np.ones(len(space.sizes)))
+    sizes = {
+        n: {
+            "data_ratio": round(float(r), 3),
+            "hole_ratio": round(float(rng.uniform(0.0, space.hole_ratio_max)), 3),
+            "wait_ratio": round(float(rng.uniform(0.0, 1.0)), 3),
+        }
+        for n, r in zip(space.sizes, ratios)
+    }
+    if all(s["data_ratio"] == 0 for s in sizes.values()):
+        for s in sizes.values():
+            s["data_ratio"] = 1.0
+    return RoundConfig.model_validate({"sizes": sizes, "num_agents": num_agents, "num_samples": num_samples})
+
+
+def round0_config(seed: int, space: ConfigSpace = DEFAULT_SPACE, **kw: int) -> RoundConfig:
+    """The paper's "random default" for round 0: a random legal configuration from a fixed seed."""
+    return random_config(np.random.default_rng(np.random.SeedSequence((seed, 0xC0F16))), space, **kw)
+
+
+# -- projection -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Projection:
+    """What :func:`project` did: the raw proposal, the legal configuration, and each change in words."""
+
+    raw: Any
+    config: RoundConfig
+    changes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"raw": self.raw, "config": self.config.model_dump(mode="json"), "changes": list(self.changes)}
+
+
+def project(proposal: Any, previous: RoundConfig, space: ConfigSpace = DEFAULT_SPACE) -> Projection:
+    """Map any proposal onto the legal space (SPEC §3), recording every change.
+
+    Unknown sizes and keys are dropped, missing sizes and unusable values come from ``previous``, values
+    are clipped to their bounds and data ratios renormalised (all zero gives the uniform split).
+
+    >>> prev = round0_config(0)
+    >>> p = project({"sizes": {"3": {"data_ratio": 2, "hole_ratio": 0.9, "wait_ratio": -1}}}, prev)
+    >>> p.config.sizes[3].hole_ratio, p.config.sizes[3].wait_ratio
+    (0.5, 0.0)
+    """
+    changes: list[str] = []
+    body = proposal
+    if isinstance(body, Mapping) and "sizes" in body:
+        for key in ("num_agents", "num_samples"):
+            if key in body and _number(body[key]) != getattr(previous, key):
+                changes.append(f"{key} is set by the experiment: kept {getattr(previous, key)}, ignored {body[key]!r}")
+        for key in body:
+            if key not in ("sizes", "num_agents", "num_samples"):
+                changes.append(f"dropped unknown top-level key {key!r}")
+        body = body["sizes"]
+    if not isinstance(body, Mapping):
+        changes.append(f"proposal has no per-size mapping (got {type(body).__name__}); kept the previous sizes")
+        body = {}
+
+    proposed: dict[int, Any] = {}
+    for key, value in body.items():
+        try:
+            n = _size_key(key)
+        except ValueError:
+            changes.append(f"dropped unknown size {key!r}")
+            continue
+        if n not in space.sizes:
+            changes.append(f"dropped size {n}, outside the legal sizes {list(space.sizes)}")
+            continue
+        if n in proposed:
+            changes.append(f"size {n} given twice; kept the first")
+            continue
+        proposed[n] = value
+
+    bounds = {"data_ratio": (0.0, math.inf), "hole_ratio": (0.0, space.hole_ratio_max), "wait_ratio": (0.0, 1.0)}
+    raw_sizes: dict[int, dict[str, float]] = {}
+    for n in space.sizes:
+        prev = previous.sizes.get(n)
+        prev_vals = prev.model_dump() if prev else {"data_ratio": 0.0, "hole_ratio": 0.0, "wait_ratio": 0.0}
+        if n not in proposed:
+            changes.append(f"size {n} missing; filled from the previous configuration")
+            raw_sizes[n] = dict(prev_vals)
+            continue
+        entry = proposed[n]
+        if not isinstance(entry, Mapping):
+            changes.append(f"size {n}: expected an object with data/hole/wait ratios; kept the previous values")
+            raw_sizes[n] = dict(prev_vals)
+            continue
+        for key in entry:
+            if key not in bounds:
+                changes.append(f"size {n}: dropped unknown key {key!r}")
+        vals = {}
+        for key, (lo, hi) in bounds.items():
+            v = _number(entry.get(key))
+            if v is None:
+                changes.append(f"size {n}: {key} {entry.get(key)!r} is not a number; kept {prev_vals[key]}")
+                v = prev_vals[key]
+            elif v < lo or v > hi:
+                clipped = min(max(v, lo), hi)
+                changes.append(f"size {n}: {key} {v} clipped to {clipped}")
+                v = clipped
+            vals[key] = v
+        raw_sizes[n] = vals
+
+    total = sum(v["data_ratio"] for v in raw_sizes.values())
+    if total <= 0:
+        changes.append("all data ratios are 0; used the uniform split")
+        for v in raw_sizes.values():
+            v["data_ratio"] = 1.0 / len(raw_sizes)
+    elif abs(total - 1.0) > 1e-9:
+        changes.append(f"data ratios summed to {total:.6g}; renormalised to 1")
+        for v in raw_sizes.values():
+            v["data_ratio"] /= total
+    config = RoundConfig.model_validate(
+        {"sizes": raw_sizes, "num_agents": previous.num_agents, "num_samples": previous.num_samples}
+    )
+    return Projection(raw=proposal, config=config, changes=tuple(changes))
+
+
+def validate_proposal(proposal: Any, space: ConfigSpace = DEFAULT_SPACE) -> list[str]:
+    """Strict check of a proposal: the errors an engineer should fix, empty when it is acceptable as is.
+
+    Missing sizes are allowed (projection fills them); unknown keys, unknown sizes and out-of-range or
+    non-numeric values are errors.
+    """
+    if not isinstance(proposal, Mapping):
+        return [f"the configuration must be a JSON object, got {type(proposal).__name__}"]
+    try:
+        cfg = RoundConfig.model_validate({**proposal, "num_agents": 2, "num_samples": 1}
+                                         if "sizes" in proposal else {"sizes": proposal})
+    except ValidationError as exc:
+        return [format_validation_error(exc, max_errors=10)]
+    return [f"size {n} is not a legal size; use one of {list(space.sizes)}" for n in cfg.sizes
+            if n not in space.sizes] + [
+        f"size {n}: hole_ratio {s.hole_ratio} is above {space.hole_ratio_max}"
+        for n, s in cfg.sizes.items() if s.hole_ratio > space.hole_ratio_max
+    ]
+
+
+def format_validation_error(exc: ValidationError, max_errors: int = 3) -> str:
+    """One readable line per pydantic error: ``sizes.3.hole_ratio: ... (got 0.9)``."""
+    parts = []
+    for err in exc.errors()[:max_errors]:
+        loc = ".".join(str(x) for x in err["loc"]) or "configuration"
+        parts.append(f"{loc}: {err['msg']} (got {json.dumps(err.get('input'), default=str)[:60]})")
+    more = len(exc.errors()) - max_errors
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*(?:[xX×]\s*(\d+))?\s*$")
+
+
+def _size_key(key: Any) -> int:
+    if isinstance(key, bool):
+        raise ValueError(key)
+    if isinstance(key, int):
+        return key
+    m = _SIZE_RE.match(str(key))
+    if not m or (m.group(2) and m.group(2) != m.group(1)):
+        raise ValueError(f"{key!r} is not a map size; write 6 or '6x6'")
+    return int(m.group(1))
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
