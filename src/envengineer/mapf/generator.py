@@ -1,0 +1,225 @@
+"""The instance generator: boards drawn to a target (size, agents, hole ratio, needs-wait), solved exactly.
+
+Every instance comes from its own seed tuple ``(base_seed, split, num_agents, size, stream, index)`` through
+:class:`numpy.random.SeedSequence`, so sets made with different splits or seeds never share a stream
+(SPEC §3; STYLE "seeds that never collide"). An instance is rejected and redrawn from the same stream
+until it is solvable within the solver's budget and its needs-wait flag matches the target; the seed
+tuple is stored with the instance, so any instance can be regenerated alone.
+
+How a board is drawn (decisions the spec leaves open, also in ``docs/testbed.md``):
+
+* exactly ``round(hole_ratio * n * n)`` holes, at cells drawn uniformly without replacement (capped so that
+  at least ``2 * num_agents`` cells stay frozen);
+* each agent's start uniformly among the free cells not yet taken as a start, its goal uniformly among the
+  cells of the start's connected component that are neither its start nor another agent's goal;
+* the instance is kept when the exact solver proves it solvable and its needs-wait flag is the target.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from envengineer.errors import GenerationError, SolverBudgetExceeded, UnsolvableInstance
+from envengineer.mapf.config import RoundConfig, largest_remainder
+from envengineer.mapf.instance import FROZEN, HOLE, Cell, Instance
+from envengineer.mapf.solver import solve
+
+log = logging.getLogger(__name__)
+
+#: Split codes that enter every seed tuple: sets of different splits never share a random stream.
+SPLITS: dict[str, int] = {"train": 0, "validation": 1, "benchmark": 2, "custom": 3}
+
+#: Draws allowed per instance before giving up with a GenerationError naming the knob to change.
+MAX_ATTEMPTS = 20_000
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one instance must look like."""
+
+    num_agents: int
+    size: int
+    hole_ratio: float
+    needs_wait: bool
+
+
+def sample_board(
+    rng: np.random.Generator, size: int, num_agents: int, hole_ratio: float
+) -> tuple[tuple[str, ...], tuple[Cell, ...], tuple[Cell, ...]] | None:
+    """Draw holes, starts and goals; ``None`` when the agents do not fit on the frozen cells.
+
+    >>> grid, starts, goals = sample_board(np.random.default_rng(0), 4, 2, 0.25)
+    >>> sum(row.count("H") for row in grid), len(starts)
+    (4, 2)
+    """
+    cells = size * size
+    holes = min(round(hole_ratio * cells), cells - 2 * num_agents)
+    if holes < 0:
+        return None
+    hole_idx = rng.choice(cells, size=holes, replace=False) if holes else np.empty(0, dtype=np.int64)
+    flat = [FROZEN] * cells
+    for i in hole_idx.tolist():
+        flat[i] = HOLE
+    grid = tuple("".join(flat[r * size : (r + 1) * size]) for r in range(size))
+    comp = _components(flat, size)
+
+    free = [i for i in range(cells) if flat[i] == FROZEN]
+    starts: list[int] = []
+    goals: list[int] = []
+    for _ in range(num_agents):
+        start_choices = [i for i in free if i not in starts]
+        s = start_choices[int(rng.integers(len(start_choices)))]
+        goal_choices = [i for i in free if comp[i] == comp[s] and i != s and i not in goals]
+        if not goal_choices:
+            return None
+        g = goal_choices[int(rng.integers(len(goal_choices)))]
+        starts.append(s)
+        goals.append(g)
+    return grid, tuple(divmod(s, size) for s in starts), tuple(divmod(g, size) for g in goals)
+
+
+def generate_instance(target: Target, seed: Sequence[int], *, instance_id: str,
+                      exclude: Iterable[str] | None = None, meta: dict | None = None) -> Instance:
+    """Draw boards from the stream of ``seed`` until one meets ``target``; solve it exactly.
+
+    Args:
+        target: Size, agents, hole ratio and whether the optimum must need a wait.
+        seed: The seed tuple; it is stored in the instance so that it can be regenerated alone.
+        instance_id: The id to give the instance.
+        exclude: Board hashes the instance must not have (other splits, earlier instances).
+        meta: Extra fields to carry in the instance (e.g. the benchmark subset).
+
+    Raises:
+        GenerationError: No board met the target within ``MAX_ATTEMPTS`` draws.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(tuple(seed)))
+    excluded = exclude if exclude is not None else ()
+    for _ in range(MAX_ATTEMPTS):
+        board = sample_board(rng, target.size, target.num_agents, target.hole_ratio)
+        if board is None:
+            continue
+        grid, starts, goals = board
+        try:
+            sol = solve(grid, starts, goals)
+        except (UnsolvableInstance, SolverBudgetExceeded):
+            continue
+        if (sol.soc > sol.shortest_sum) != target.needs_wait:
+            continue
+        inst = Instance(
+            id=instance_id, grid=grid, starts=starts, goals=goals, optimal_soc=sol.soc,
+            optimal_makespan=sol.makespan, shortest_sum=sol.shortest_sum, seed=tuple(int(x) for x in seed),
+            meta=dict(meta or {}),
+        )
+        if inst.board_hash() in excluded:
+            continue
+        return inst
+    kind = "needing a wait" if target.needs_wait else "without a wait"
+    raise GenerationError(
+        f"no {target.size}x{target.size} board with {target.num_agents} agents, hole ratio "
+        f"{target.hole_ratio:.3f} and an optimum {kind} in {MAX_ATTEMPTS} draws; "
+        f"change the wait_ratio or hole_ratio of size {target.size}"
+    )
+
+
+def generate_cell(
+    *, num_agents: int, size: int, count: int, wait_count: int, seed: int, split: str,
+    hole_ratio: float | None = None, stream: int = 0, id_prefix: str | None = None,
+    exclude: Iterable[str] = (), unique: bool = True, meta: dict | None = None,
+) -> list[Instance]:
+    """``count`` instances of one (agents, size) cell, exactly ``wait_count`` of which need a wait.
+
+    The first ``wait_count`` instances need a wait, the rest do not. With ``hole_ratio=None`` each
+    instance draws its own hole ratio uniformly in [0, 0.5] (the benchmark's rule).
+
+    >>> cell = generate_cell(num_agents=2, size=3, count=4, wait_count=2, seed=0, split="custom",
+    ...                      hole_ratio=0.0)
+    >>> [inst.needs_wait for inst in cell]
+    [True, True, False, False]
+    """
+    if split not in SPLITS:
+        raise GenerationError(f"unknown split {split!r}; use one of {sorted(SPLITS)}")
+    if not 0 <= wait_count <= count:
+        raise GenerationError(f"wait_count {wait_count} must lie in [0, count={count}]")
+    prefix = id_prefix or f"{num_agents}agents_{size}x{size}"
+    excluded = set(exclude)
+    out: list[Instance] = []
+    for i in range(count):
+        seed_tuple = (seed, SPLITS[split], num_agents, size, stream, i)
+        h = hole_ratio
+        if h is None:
+            h = float(np.random.default_rng(np.random.SeedSequence((*seed_tuple, 1))).uniform(0.0, 0.5))
+        target = Target(num_agents=num_agents, size=size, hole_ratio=h, needs_wait=i < wait_count)
+        inst = generate_instance(target, seed_tuple, instance_id=f"{prefix}_{i:06d}", exclude=excluded, meta=meta)
+        if unique:
+            excluded.add(inst.board_hash())
+        out.append(inst)
+    return out
+
+
+def generate_round(
+    config: RoundConfig, seed: int, *, split: str = "train", exclude: Iterable[str] = frozenset(),
+    progress: bool = False,
+) -> list[Instance]:
+    """All instances of a training round: exact counts per size and per needs-wait (SPEC §3), shuffled.
+
+    Instances may repeat within a round (small boards have few distinct layouts) but never have a hash
+    in ``exclude`` (the validation and benchmark sets).
+    """
+    alloc = config.allocation()
+    excluded = frozenset(exclude)
+    bar = _progress(sum(c for c, _ in alloc.values()), progress, f"generating {split}")
+    instances: list[Instance] = []
+    for size, (count, wait_count) in alloc.items():
+        cell = generate_cell(
+            num_agents=config.num_agents, size=size, count=count, wait_count=wait_count, seed=seed,
+            split=split, hole_ratio=config.sizes[size].hole_ratio, exclude=excluded, unique=False,
+        )
+        instances.extend(cell)
+        if bar is not None:
+            bar.update(len(cell))
+    if bar is not None:
+        bar.close()
+    order = np.random.default_rng(np.random.SeedSequence((seed, SPLITS[split], 0x5F0F))).permutation(len(instances))
+    return [instances[i] for i in order.tolist()]
+
+
+def counts_for(count: int, wait_ratio: float) -> int:
+    """Instances that need a wait among ``count`` (largest remainder, ties to the waiting side).
+
+    >>> counts_for(50, 0.25)
+    13
+    """
+    return largest_remainder([wait_ratio, 1.0 - wait_ratio], count)[0] if count else 0
+
+
+def _components(flat: list[str], size: int) -> list[int]:
+    """Connected-component label of every cell (holes get -1), 4-neighbourhood."""
+    comp = [-1] * len(flat)
+    label = 0
+    for i, ch in enumerate(flat):
+        if ch != FROZEN or comp[i] >= 0:
+            continue
+        comp[i] = label
+        stack = [i]
+        while stack:
+            j = stack.pop()
+            r, c = divmod(j, size)
+            for k in (j - size if r > 0 else -1, j + size if r < size - 1 else -1,
+                      j - 1 if c > 0 else -1, j + 1 if c < size - 1 else -1):
+                if k >= 0 and comp[k] < 0 and flat[k] == FROZEN:
+                    comp[k] = label
+                    stack.append(k)
+        label += 1
+    return comp
+
+
+def _progress(total: int, enabled: bool, desc: str):  # noqa: ANN202 - tqdm or None
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="inst")
