@@ -1,0 +1,210 @@
+"""The ``threshold`` baseline: a per-size difficulty ladder moved by validation success.
+
+A classic learning-progress curriculum over the same knobs the LLM engineers control:
+
+* **Difficulty.** Each map size sits on a ladder of (hole_ratio, wait_ratio) levels. When the size's
+  validation success rate is above ``upper`` it moves ``step`` levels up, below ``lower`` ``step``
+  levels down, otherwise it stays. The current level is read from the current configuration (the
+  nearest ladder level), so the curriculum keeps no state between rounds and a resumed run decides
+  exactly as an uninterrupted one.
+* **Data.** Data shifts toward the frontier: a size's target weight is ``floor + 4 p (1 - p)`` (p the
+  success rate as a fraction; largest at p = 0.5, where learning progress is fastest; an unvalidated size
+  counts as p = 0.5); the new data ratio is ``momentum * previous + (1 - momentum) * target`` (both
+  normalised), so the distribution moves gradually.
+
+Success rates are pooled over the validation set's agent counts (weighted by instance counts).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from envengineer.engineer.context import per_size_rates
+from envengineer.engineer.engineers import EngineerDecision, EngineerRequest
+from envengineer.errors import ConfigError
+from envengineer.mapf.config import ConfigSpace, RoundConfig
+
+#: (hole_ratio, wait_ratio) per level, easiest first.
+DEFAULT_LEVELS: tuple[tuple[float, float], ...] = (
+    (0.0, 0.0),
+    (0.1, 0.2),
+    (0.2, 0.4),
+    (0.3, 0.6),
+    (0.4, 0.8),
+    (0.5, 1.0),
+)
+
+
+@dataclass(frozen=True)
+class ThresholdCurriculum:
+    """Per-size difficulty ladder and frontier-weighted data ratios (see the module docstring).
+
+    Attributes:
+        upper: Success rate (fraction) above which a size moves up the ladder.
+        lower: Success rate (fraction) below which a size moves down the ladder.
+        step: Levels moved per round.
+        levels: The ladder: (hole_ratio, wait_ratio) pairs, easiest first, each non-decreasing.
+        floor: Minimum target weight of a size, so no size drops out of training.
+        momentum: Share of the previous data ratios kept (0: jump to the target).
+        metric: ``valid`` or ``optimal`` success rate.
+        name: The engineer's name in records.
+
+    >>> from envengineer.mapf.config import RoundConfig
+    >>> cfg = RoundConfig.model_validate(
+    ...     {"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0.2}}})
+    >>> report = {"table": {"2": {"sizes": {"3": {"n": 10, "valid": 90.0, "optimal": 80.0}}}}}
+    >>> cfg2, _ = ThresholdCurriculum().step_config(cfg, report, ConfigSpace(sizes=(3,)))
+    >>> cfg2.sizes[3].hole_ratio, cfg2.sizes[3].wait_ratio
+    (0.2, 0.4)
+    """
+
+    upper: float = 0.6
+    lower: float = 0.2
+    step: int = 1
+    levels: tuple[tuple[float, float], ...] = DEFAULT_LEVELS
+    floor: float = 0.05
+    momentum: float = 0.5
+    metric: Literal["valid", "optimal"] = "valid"
+    name: str = "threshold"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "levels", tuple((float(h), float(w)) for h, w in self.levels))
+        if not (0.0 <= self.lower < self.upper <= 1.0):
+            raise ConfigError(
+                f"threshold curriculum needs 0 <= lower < upper <= 1 (fractions), got lower="
+                f"{self.lower}, upper={self.upper}"
+            )
+        if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 1:
+            raise ConfigError(f"threshold curriculum step must be an int >= 1, got {self.step!r}")
+        if not self.levels:
+            raise ConfigError("threshold curriculum needs at least one (hole_ratio, wait_ratio) level")
+        for i, (h, w) in enumerate(self.levels):
+            if not (0.0 <= h <= 0.5 and 0.0 <= w <= 1.0):
+                raise ConfigError(
+                    f"level {i} = ({h}, {w}) is out of range; hole_ratio in [0, 0.5], wait_ratio in [0, 1]"
+                )
+            if i and (h < self.levels[i - 1][0] or w < self.levels[i - 1][1]):
+                raise ConfigError(
+                    f"levels must be non-decreasing in both hole_ratio and wait_ratio; level {i} "
+                    f"{(h, w)} is easier than level {i - 1} {self.levels[i - 1]}"
+                )
+        if not (math.isfinite(self.floor) and self.floor >= 0):
+            raise ConfigError(f"floor must be a finite number >= 0, got {self.floor}")
+        if not (0.0 <= self.momentum < 1.0):
+            raise ConfigError(f"momentum must be in [0, 1), got {self.momentum}")
+        if self.metric not in ("valid", "optimal"):
+            raise ConfigError(f"metric must be 'valid' or 'optimal', got {self.metric!r}")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], *, name: str = "threshold") -> ThresholdCurriculum:
+        """Build from an experiment file's ``options`` mapping, naming any unknown option."""
+        known = {f.name for f in fields(cls)} - {"name"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"unknown threshold option(s) {unknown}; use {sorted(known)}")
+        opts = dict(options)
+        if "levels" in opts:
+            try:
+                opts["levels"] = tuple((float(h), float(w)) for h, w in opts["levels"])
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"levels must be a list of [hole_ratio, wait_ratio] pairs, got {options['levels']!r:.80}"
+                ) from None
+        return cls(**opts, name=name)
+
+    def level_of(self, hole_ratio: float, wait_ratio: float, hole_max: float = 0.5) -> int:
+        """The ladder level nearest to a (hole_ratio, wait_ratio) pair (ties go to the easier level)."""
+        scale = hole_max if hole_max > 0 else 1.0
+
+        def dist(level: tuple[float, float]) -> float:
+            return ((min(level[0], hole_max) - hole_ratio) / scale) ** 2 + (level[1] - wait_ratio) ** 2
+
+        return min(range(len(self.levels)), key=lambda i: (dist(self.levels[i]), i))
+
+    def step_config(
+        self, config: RoundConfig, report: Mapping[str, Any] | None, space: ConfigSpace
+    ) -> tuple[RoundConfig, dict[str, Any]]:
+        """The next configuration and, per size, what was read and decided."""
+        rates = per_size_rates(report)
+        prev = config.normalised_ratios()
+        top = len(self.levels) - 1
+        moves: dict[str, Any] = {}
+        weights: dict[int, float] = {}
+        knobs: dict[int, tuple[float, float]] = {}
+        for n in sorted(config.sizes):
+            sc = config.sizes[n]
+            level = self.level_of(sc.hole_ratio, sc.wait_ratio, space.hole_ratio_max)
+            rate = rates[n][self.metric] / 100.0 if n in rates else None
+            if rate is None:
+                new, move = level, "stay (not validated)"
+            elif rate > self.upper:
+                new, move = min(level + self.step, top), "up"
+            elif rate < self.lower:
+                new, move = max(level - self.step, 0), "down"
+            else:
+                new, move = level, "stay"
+            if new == level and move in ("up", "down"):
+                move += " (at the end of the ladder)"
+            p = 0.5 if rate is None else rate
+            weights[n] = self.floor + 4.0 * p * (1.0 - p)
+            h, w = self.levels[new]
+            knobs[n] = (min(h, space.hole_ratio_max), w)
+            moves[str(n)] = {
+                "rate": None if rate is None else round(rate, 4),
+                "level": level,
+                "new_level": new,
+                "move": move,
+                "weight": round(weights[n], 4),
+            }
+        total = sum(weights.values())
+        target = {n: (w / total if total > 0 else 1.0 / len(weights)) for n, w in weights.items()}
+        sizes = {}
+        for n in sorted(config.sizes):
+            ratio = self.momentum * prev[n] + (1.0 - self.momentum) * target[n]
+            sizes[n] = {
+                "data_ratio": round(ratio, 3),
+                "hole_ratio": round(knobs[n][0], 3),
+                "wait_ratio": round(knobs[n][1], 3),
+            }
+        if sum(s["data_ratio"] for s in sizes.values()) <= 0:
+            for s in sizes.values():
+                s["data_ratio"] = 1.0
+        cfg = RoundConfig.model_validate(
+            {"sizes": sizes, "num_agents": config.num_agents, "num_samples": config.num_samples}
+        )
+        return cfg, moves
+
+    def propose(self, request: EngineerRequest) -> EngineerDecision:
+        """Move each size's ladder level by its validation success and shift data toward the frontier."""
+        t0 = time.perf_counter()
+        cfg, moves = self.step_config(request.config, request.report, request.space)
+        summary = "; ".join(
+            f"{n}x{n}: {self.metric} "
+            + ("n/a" if m["rate"] is None else f"{100 * m['rate']:.1f}%")
+            + f", level {m['level']} -> {m['new_level']}"
+            for n, m in moves.items()
+        )
+        return EngineerDecision(
+            engineer=self.name,
+            round_index=request.round_index,
+            config=cfg,
+            previous=request.config,
+            raw_proposal=cfg.model_dump(mode="json"),
+            rationale=summary,
+            details={
+                "baseline": "threshold",
+                "upper": self.upper,
+                "lower": self.lower,
+                "step": self.step,
+                "metric": self.metric,
+                "floor": self.floor,
+                "momentum": self.momentum,
+                "levels": [list(lv) for lv in self.levels],
+                "sizes": moves,
+            },
+            seconds=time.perf_counter() - t0,
+        )

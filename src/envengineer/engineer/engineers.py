@@ -1,0 +1,522 @@
+"""Engineers: who writes the next round's configuration (SPEC §5).
+
+* :class:`LLMEngineer` wraps any ``ChatBackend``; it is the ``self`` (current checkpoint), ``base``
+  (untrained starting model) and ``openai`` (any OpenAI-compatible endpoint) engineer.
+* :class:`FixedEngineer` returns the round-0 configuration every round (the fixed-environment baseline).
+* :class:`RandomEngineer` draws a fresh random configuration each round.
+* :class:`envengineer.engineer.curriculum.ThresholdCurriculum` moves a per-size difficulty ladder.
+
+All of them take an :class:`EngineerRequest` and return an :class:`EngineerDecision` that records
+everything: the applied configuration, the raw proposal, what projection changed, and for LLM engineers
+every attempt's messages, response and errors. Nothing here imports torch; model backends are imported only
+when :func:`make_engineer` builds one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from envengineer.engineer.context import FINAL, ContextSpec, HistoryEntry, context_spec
+from envengineer.engineer.prompt import (
+    RATIONALE_MAX_CHARS,
+    SchemaStyle,
+    answer_schema,
+    build_messages,
+    build_retry_messages,
+)
+from envengineer.engineer.proposal import ParsedAnswer, check_answer, parse_answer
+from envengineer.errors import ConfigError
+from envengineer.mapf.config import DEFAULT_SPACE, ConfigSpace, RoundConfig, project, random_config
+
+log = logging.getLogger(__name__)
+
+EngineerKind = Literal["self", "base", "openai", "fixed", "random", "threshold"]
+
+
+# -- request and decision ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineerRequest:
+    """Everything an engineer may read after a round (the context switches decide what LLMs see).
+
+    Attributes:
+        round_index: The round that just finished (0 is the first); the decision is for ``round_index + 1``.
+        config: The configuration that round trained on (the "previous" configuration for projection).
+        report: The round's validation ScoreReport JSON (``summary``, ``table``, ``failures``).
+        space: The legal configuration space.
+        history: Earlier rounds (``round_index`` below this one), the round-0 default marked ``is_default``.
+        previous_rationale: The rationale of the previous accepted proposal (the S module), or None.
+        training: Training details for the T module: ``total_rounds``, ``epochs``, ``num_samples``,
+            ``num_agents`` (bookkeeping); ``algorithm``, ``objective``, ``reward``, ``hyperparameters``
+            (full).
+        context: Which context modules an LLM engineer reads; a :class:`ContextSpec` or a variant name.
+    """
+
+    round_index: int
+    config: RoundConfig
+    report: Mapping[str, Any] | None
+    space: ConfigSpace = DEFAULT_SPACE
+    history: Sequence[HistoryEntry] = ()
+    previous_rationale: str | None = None
+    training: Mapping[str, Any] = field(default_factory=dict)
+    context: ContextSpec = FINAL
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.round_index, bool)
+            or not isinstance(self.round_index, int)
+            or self.round_index < 0
+        ):
+            raise ConfigError(
+                f"round_index must be a non-negative int (the round just finished), got {self.round_index!r}"
+            )
+        object.__setattr__(self, "history", tuple(self.history))
+        object.__setattr__(self, "context", context_spec(self.context))
+        object.__setattr__(self, "training", dict(self.training or {}))
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One request to a model and what came of it."""
+
+    index: int
+    messages: tuple[dict[str, str], ...]
+    response: str
+    errors: tuple[str, ...]
+    accepted: bool
+    rationale: str = ""
+    proposal: Any = None
+    source: str = "none"
+    completion_tokens: int | None = None
+    backend_error: str | None = None
+    seed: int | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "messages": [dict(m) for m in self.messages],
+            "response": self.response,
+            "errors": list(self.errors),
+            "accepted": self.accepted,
+            "rationale": self.rationale,
+            "proposal": jsonable(self.proposal),
+            "source": self.source,
+            "completion_tokens": self.completion_tokens,
+            "backend_error": self.backend_error,
+            "seed": self.seed,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass(frozen=True)
+class EngineerDecision:
+    """What an engineer decided for the next round, and how.
+
+    Attributes:
+        engineer: The engineer's name.
+        round_index: The round that just finished; ``config`` is for ``round_index + 1``.
+        config: The applied (projected) configuration.
+        previous: The configuration of the round that just finished.
+        raw_proposal: The configuration as the engineer wrote it (data), or None.
+        changes: What projection changed, in words.
+        rationale: The engineer's rationale (None when there is none or the engineer fell back).
+        attempts: Every model request (LLM engineers), in order.
+        fell_back: True when no acceptable proposal came and the previous configuration was kept.
+        fallback_reason: Why, when ``fell_back``.
+        context: The context switches used (LLM engineers).
+        details: Engineer-specific facts (seeds, ladder moves, ...), JSON-serialisable.
+        seconds: Wall-clock time of the decision.
+    """
+
+    engineer: str
+    round_index: int
+    config: RoundConfig
+    previous: RoundConfig
+    raw_proposal: Any = None
+    changes: tuple[str, ...] = ()
+    rationale: str | None = None
+    attempts: tuple[Attempt, ...] = ()
+    fell_back: bool = False
+    fallback_reason: str | None = None
+    context: ContextSpec | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def prompt(self) -> list[dict[str, str]] | None:
+        """The messages of the first attempt (None for non-LLM engineers)."""
+        return [dict(m) for m in self.attempts[0].messages] if self.attempts else None
+
+    @property
+    def responses(self) -> list[str]:
+        return [a.response for a in self.attempts]
+
+    @property
+    def errors(self) -> list[str]:
+        """Every error of every attempt, prefixed with the attempt number."""
+        return [f"attempt {a.index + 1}: {e}" for a in self.attempts for e in a.errors]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable record (``json.dumps(d, allow_nan=False)`` works) for the run directory."""
+        return {
+            "engineer": self.engineer,
+            "round_index": self.round_index,
+            "next_round": self.round_index + 1,
+            "config": self.config.model_dump(mode="json"),
+            "previous": self.previous.model_dump(mode="json"),
+            "raw_proposal": jsonable(self.raw_proposal),
+            "changes": list(self.changes),
+            "rationale": self.rationale,
+            "fell_back": self.fell_back,
+            "fallback_reason": self.fallback_reason,
+            "context": None
+            if self.context is None
+            else {**self.context.model_dump(), "label": self.context.label},
+            "prompt": self.prompt,
+            "responses": self.responses,
+            "errors": self.errors,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "details": jsonable(self.details),
+            "seconds": round(self.seconds, 4),
+        }
+
+
+def jsonable(obj: Any) -> Any:
+    """Parsed model data made JSON-safe: string keys, lists for tuples/sets, strings for anything else.
+
+    >>> jsonable({3: {1.5, 0.5}, "x": float("nan")})
+    {'3': [0.5, 1.5], 'x': 'nan'}
+    """
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else str(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((jsonable(v) for v in obj), key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(obj, (_dt.date, _dt.datetime)):
+        return obj.isoformat()
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", errors="replace")
+    if hasattr(obj, "model_dump"):
+        return jsonable(obj.model_dump(mode="json"))
+    return str(obj)
+
+
+class Engineer(Protocol):
+    """Anything that turns a finished round into the next round's configuration."""
+
+    name: str
+
+    def propose(self, request: EngineerRequest) -> EngineerDecision: ...
+
+
+# -- the LLM engineer -------------------------------------------------------------------------------------
+def attempt_seed(seed: int | None, round_index: int, attempt: int) -> int:
+    """The sampling seed of one attempt: distinct per (seed, round, attempt), stable across runs.
+
+    >>> attempt_seed(0, 1, 0) == attempt_seed(0, 1, 0) != attempt_seed(0, 1, 1)
+    True
+    """
+    ss = np.random.SeedSequence((int(seed or 0), round_index, attempt, 0xE461))
+    return int(ss.generate_state(1)[0])
+
+
+class LLMEngineer:
+    """An engineer backed by a chat model: prompt, parse, validate, retry with the errors, project.
+
+    Each attempt sends the prompt (or, on a retry, the prompt, the failed answer and the errors to fix) and
+    reads the answer with :func:`parse_answer`; :func:`check_answer` applies the strict rules. A backend error
+    counts as a failed attempt (the same prompt is sent again). After ``max_retries`` retries without an
+    acceptable answer the previous configuration is kept (``fell_back=True``). An accepted proposal is
+    projected onto the legal space with :func:`project`.
+
+    Args:
+        backend: A ``ChatBackend``: ``generate(conversations, params) -> list[Completion]``.
+        name: The engineer's name in records (``self``, ``base``, ``openai:<model>`` ...).
+        params: ``SamplingParams``; None builds the default (temperature 0.7, 1,024 new tokens). Each
+            attempt uses a seed derived from ``params.seed``, the round and the attempt.
+        max_retries: Extra attempts after the first (2 gives at most 3 requests).
+        constrained: Set ``params.json_schema`` to :func:`answer_schema` so that backends with constrained
+            decoding enforce the answer's structure (backends without it ignore the field).
+        schema: How the prompt shows the configuration format: ``compact`` or ``json``.
+        rationale_max_chars: Longest rationale the answer schema allows under constrained decoding.
+    """
+
+    def __init__(
+        self,
+        backend: Any,
+        name: str = "llm",
+        params: Any = None,
+        max_retries: int = 2,
+        *,
+        constrained: bool = True,
+        schema: SchemaStyle = "compact",
+        rationale_max_chars: int = RATIONALE_MAX_CHARS,
+    ) -> None:
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigError(
+                f"max_retries must be an int >= 0 (extra attempts after the first), got {max_retries!r}"
+            )
+        if schema not in ("compact", "json"):
+            raise ConfigError(f"schema must be 'compact' or 'json', got {schema!r}")
+        self.backend = backend
+        self.name = name
+        self.params = params if params is not None else default_params()
+        self.max_retries = max_retries
+        self.constrained = constrained
+        self.schema: SchemaStyle = schema
+        self.rationale_max_chars = rationale_max_chars
+
+    def _generate(self, messages: list[dict[str, str]], params: Any) -> tuple[str, int | None, str | None]:
+        try:
+            out = self.backend.generate([messages], params)
+        except Exception as exc:  # a failing backend is a failed attempt, recorded
+            log.warning("engineer %s: backend raised %s: %s", self.name, type(exc).__name__, exc)
+            return "", None, f"{type(exc).__name__}: {exc}"
+        if len(out) != 1:
+            return "", None, f"the backend returned {len(out)} completions for 1 conversation"
+        c = out[0]
+        text = getattr(c, "text", "") or ""
+        return text, getattr(c, "completion_tokens", None), getattr(c, "error", None)
+
+    def propose(self, request: EngineerRequest) -> EngineerDecision:
+        """Ask the model for the next configuration; see the class docstring."""
+        t0 = time.perf_counter()
+        first = build_messages(request, schema=self.schema)
+        messages = first
+        json_schema = (
+            answer_schema(request.space, rationale_max_chars=self.rationale_max_chars)
+            if self.constrained
+            else None
+        )
+        attempts: list[Attempt] = []
+        last: ParsedAnswer | None = None
+        for k in range(self.max_retries + 1):
+            seed = attempt_seed(getattr(self.params, "seed", 0), request.round_index, k)
+            params = dataclasses.replace(self.params, seed=seed, json_schema=json_schema)
+            t = time.perf_counter()
+            text, tokens, backend_error = self._generate(messages, params)
+            if backend_error:
+                parsed = ParsedAnswer(None, None, "", "none")
+                errors = [f"backend error: {backend_error}"]
+            else:
+                parsed = parse_answer(text)
+                errors = check_answer(parsed, request.space)
+                last = parsed
+            attempts.append(
+                Attempt(
+                    index=k,
+                    messages=tuple(dict(m) for m in messages),
+                    response=text,
+                    errors=tuple(errors),
+                    accepted=not errors,
+                    rationale=parsed.rationale,
+                    proposal=parsed.proposal,
+                    source=parsed.source,
+                    completion_tokens=tokens,
+                    backend_error=backend_error,
+                    seed=seed,
+                    seconds=time.perf_counter() - t,
+                )
+            )
+            if not errors:
+                projection = project(parsed.proposal, request.config, request.space)
+                log.info(
+                    "engineer %s: round %d proposal accepted at attempt %d (%d projection changes)",
+                    self.name,
+                    request.round_index,
+                    k + 1,
+                    len(projection.changes),
+                )
+                return EngineerDecision(
+                    engineer=self.name,
+                    round_index=request.round_index,
+                    config=projection.config,
+                    previous=request.config,
+                    raw_proposal=parsed.proposal,
+                    changes=projection.changes,
+                    rationale=parsed.rationale or None,
+                    attempts=tuple(attempts),
+                    context=request.context,
+                    details={"accepted_attempt": k, "constrained": self.constrained, "schema": self.schema},
+                    seconds=time.perf_counter() - t0,
+                )
+            log.warning(
+                "engineer %s: round %d attempt %d rejected: %s",
+                self.name,
+                request.round_index,
+                k + 1,
+                "; ".join(errors),
+            )
+            messages = first if backend_error else build_retry_messages(first, text, errors, request.space)
+        reason = (
+            f"no acceptable configuration after {len(attempts)} attempt(s); kept the previous "
+            f"configuration. Last errors: {'; '.join(attempts[-1].errors)}"
+        )
+        log.warning("engineer %s: round %d fell back: %s", self.name, request.round_index, reason)
+        return EngineerDecision(
+            engineer=self.name,
+            round_index=request.round_index,
+            config=request.config,
+            previous=request.config,
+            raw_proposal=last.proposal if last else None,
+            rationale=None,
+            attempts=tuple(attempts),
+            fell_back=True,
+            fallback_reason=reason,
+            context=request.context,
+            details={"accepted_attempt": None, "constrained": self.constrained, "schema": self.schema},
+            seconds=time.perf_counter() - t0,
+        )
+
+
+def default_params(
+    *, temperature: float = 0.7, top_p: float = 1.0, max_new_tokens: int = 1024, seed: int = 0
+) -> Any:
+    """``envengineer.models.SamplingParams`` for an engineer (imported here, not at module import)."""
+    from envengineer.models import SamplingParams
+
+    return SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+
+
+# -- non-LLM baselines ------------------------------------------------------------------------------------
+class FixedEngineer:
+    """The fixed-environment baseline: the same (round-0) configuration every round, exactly as given."""
+
+    def __init__(self, config: RoundConfig, name: str = "fixed") -> None:
+        if not isinstance(config, RoundConfig):
+            raise ConfigError(
+                f"FixedEngineer needs a RoundConfig (the round-0 configuration), got {config!r:.60}"
+            )
+        self.config = config
+        self.name = name
+
+    def propose(self, request: EngineerRequest) -> EngineerDecision:
+        return EngineerDecision(
+            engineer=self.name,
+            round_index=request.round_index,
+            config=self.config,
+            previous=request.config,
+            raw_proposal=self.config.model_dump(mode="json"),
+            details={"baseline": "fixed"},
+        )
+
+
+class RandomEngineer:
+    """A fresh random legal configuration each round, seeded by ``SeedSequence((seed, round_index))``.
+
+    ``round_index`` is the round that just finished; ``num_agents`` and ``num_samples`` are kept.
+    """
+
+    def __init__(self, seed: int = 0, name: str = "random") -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"RandomEngineer seed must be an int >= 0, got {seed!r}")
+        self.seed = seed
+        self.name = name
+
+    def propose(self, request: EngineerRequest) -> EngineerDecision:
+        rng = np.random.default_rng(np.random.SeedSequence((self.seed, request.round_index)))
+        cfg = random_config(
+            rng, request.space, num_agents=request.config.num_agents, num_samples=request.config.num_samples
+        )
+        return EngineerDecision(
+            engineer=self.name,
+            round_index=request.round_index,
+            config=cfg,
+            previous=request.config,
+            raw_proposal=cfg.model_dump(mode="json"),
+            details={"baseline": "random", "seed_sequence": [self.seed, request.round_index]},
+        )
+
+
+# -- building engineers from experiment settings ----------------------------------------------------------
+def make_engineer(
+    kind: EngineerKind,
+    *,
+    name: str | None = None,
+    model: str | None = None,
+    backend: Any = None,
+    backend_kind: str | None = None,
+    backend_options: Mapping[str, Any] | None = None,
+    params: Any = None,
+    temperature: float = 0.7,
+    top_p: float = 1.0,
+    max_new_tokens: int = 1024,
+    max_retries: int = 2,
+    constrained: bool | None = None,
+    schema: SchemaStyle = "compact",
+    config: RoundConfig | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> Engineer:
+    """Build an engineer from simple settings (an experiment file's ``engineer`` section).
+
+    Args:
+        kind: ``self`` / ``base`` / ``openai`` (LLM engineers), ``fixed``, ``random`` or ``threshold``.
+        name: Name in records (default: the kind; ``openai:<model>`` for endpoints).
+        model: ``self``: the current checkpoint; ``base``: the starting model; ``openai``: the served model.
+        backend: An already-built ``ChatBackend`` (tests, or a backend shared with evaluation); when given,
+            ``model``, ``backend_kind`` and ``backend_options`` are not used.
+        backend_kind: ``self``/``base``: ``hf`` (default) or ``vllm``; ``openai``: ``openai``.
+        backend_options: Passed to ``envengineer.models.load_backend`` (e.g. ``base_url``, ``api_key_env``).
+        params: ``SamplingParams``; None builds them from ``temperature``, ``top_p``, ``max_new_tokens``,
+            ``seed``.
+        max_retries: LLM engineers: extra attempts after a rejected answer.
+        constrained: LLM engineers: decode under the answer's JSON schema. None: on for ``self``/``base``,
+            off for ``openai`` (not every endpoint accepts ``response_format`` with a schema).
+        schema: LLM engineers: ``compact`` or ``json`` configuration format in the prompt.
+        config: ``fixed``: the round-0 configuration.
+        seed: ``random``: base seed; LLM engineers: sampling seed.
+        **options: ``threshold`` only: :class:`~envengineer.engineer.curriculum.ThresholdCurriculum` fields.
+
+    Raises:
+        ConfigError: a missing or unknown setting, with what to set instead.
+    """
+    if options and kind != "threshold":
+        raise ConfigError(
+            f"engineer {kind!r} takes no options {sorted(options)}; options apply to 'threshold'"
+        )
+    match kind:
+        case "self" | "base" | "openai":
+            if backend is None:
+                from envengineer.models import load_backend
+
+                bk = backend_kind or ("openai" if kind == "openai" else "hf")
+                if kind == "openai" and not model:
+                    raise ConfigError("engineer 'openai' needs model (the served model name) and base_url")
+                backend = load_backend(bk, model, **dict(backend_options or {}))
+            if params is None:
+                params = default_params(
+                    temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
+                )
+            label = name or (f"openai:{model}" if kind == "openai" and model else kind)
+            use_schema = (kind != "openai") if constrained is None else constrained
+            return LLMEngineer(backend, label, params, max_retries, constrained=use_schema, schema=schema)
+        case "fixed":
+            if config is None:
+                raise ConfigError("engineer 'fixed' needs config: the round-0 configuration to repeat")
+            return FixedEngineer(config, name or "fixed")
+        case "random":
+            return RandomEngineer(seed, name or "random")
+        case "threshold":
+            from envengineer.engineer.curriculum import ThresholdCurriculum
+
+            return ThresholdCurriculum.from_options(options, name=name or "threshold")
+        case _:
+            raise ConfigError(
+                f"unknown engineer kind {kind!r}; use self, base, openai, fixed, random or threshold"
+            )
