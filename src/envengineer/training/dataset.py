@@ -1,0 +1,189 @@
+"""Instances → the datasets TRL trains on, and the round's dataset manifest.
+
+* :func:`prompt_dataset` — GRPO: one row per instance with a conversational ``prompt`` (the testbed's chat
+  messages), the ``instance`` column holding :meth:`Instance.to_json` (what the testbed's reward functions
+  read) and the ``id``.
+* :func:`sft_dataset` — SFT: the same prompt plus a ``completion`` holding the solver's SoC-optimal plan as
+  the canonical answer text, so a small model learns the answer format.
+* :func:`write_manifest` — ``manifest.jsonl``: one line per instance (id, seed tuple, board hash, size, ...),
+  so a round's data can be regenerated and checked exactly.
+
+``datasets`` is imported inside the functions that build datasets; the manifest needs only the testbed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from envengineer.errors import ConfigError
+from envengineer.mapf.instance import Instance
+
+log = logging.getLogger(__name__)
+
+
+def prompt_rows(instances: Sequence[Instance], *, system: bool = True) -> list[dict[str, Any]]:
+    """The rows of the GRPO prompt dataset (plain dicts; no ``datasets`` needed).
+
+    Args:
+        instances: The round's instances (solved: the rewards need their optima).
+        system: Whether the chat messages start with the testbed's system message.
+    """
+    from envengineer.mapf.prompt import build_messages
+
+    _check_solved(instances)
+    return [
+        {"prompt": build_messages(inst, system=system), "instance": inst.to_json(), "id": inst.id}
+        for inst in instances
+    ]
+
+
+def prompt_dataset(instances: Sequence[Instance], *, system: bool = True) -> Any:
+    """A ``datasets.Dataset`` of conversational prompts with ``instance`` and ``id`` columns.
+
+    Args:
+        instances: The round's instances (solved).
+        system: Whether the chat messages start with the testbed's system message.
+
+    Returns:
+        A ``datasets.Dataset`` with columns ``prompt`` (list of chat messages), ``instance``, ``id``.
+    """
+    from datasets import Dataset
+
+    return Dataset.from_list(prompt_rows(instances, system=system))
+
+
+def target_response(instance: Instance) -> str:
+    """The supervised target: the solver's SoC-optimal joint plan as the canonical ``<answer>`` block.
+
+    >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
+    >>> print(target_response(inst))
+    <answer>
+    A0: RIGHT
+    A1: RIGHT
+    </answer>
+    """
+    from envengineer.mapf.solver import paths_to_actions, solve_instance
+    from envengineer.mapf.validator import format_answer
+
+    return format_answer(paths_to_actions(solve_instance(instance).paths))
+
+
+def sft_rows(
+    instances: Sequence[Instance], *, system: bool = True, chat_template_kwargs: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The rows of the SFT dataset: conversational prompt + assistant completion with the optimal plan.
+
+    Args:
+        instances: Solved instances.
+        system: Whether the chat messages start with the testbed's system message.
+        chat_template_kwargs: Passed to the chat template per example (e.g. ``{"enable_thinking": False}``).
+    """
+    from envengineer.mapf.prompt import build_messages
+
+    _check_solved(instances)
+    rows = []
+    for inst in instances:
+        row: dict[str, Any] = {
+            "prompt": build_messages(inst, system=system),
+            "completion": [{"role": "assistant", "content": target_response(inst)}],
+            "instance": inst.to_json(),
+            "id": inst.id,
+        }
+        if chat_template_kwargs:
+            row["chat_template_kwargs"] = dict(chat_template_kwargs)
+        rows.append(row)
+    return rows
+
+
+def sft_dataset(
+    instances: Sequence[Instance], *, system: bool = True, chat_template_kwargs: dict[str, Any] | None = None
+) -> Any:
+    """A ``datasets.Dataset`` in TRL's conversational prompt-completion format (loss on the answer only)."""
+    from datasets import Dataset
+
+    return Dataset.from_list(sft_rows(instances, system=system, chat_template_kwargs=chat_template_kwargs))
+
+
+def prompt_lengths(
+    tokenizer: Any, prompts: Iterable[list[dict[str, str]]], **template_kwargs: Any
+) -> list[int]:
+    """Token count of each conversational prompt after the chat template (with the generation prompt)."""
+    lengths = []
+    for messages in prompts:
+        ids = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, **template_kwargs
+        )
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        lengths.append(len(ids))
+    return lengths
+
+
+def check_prompt_lengths(
+    tokenizer: Any, rows: Sequence[dict[str, Any]], max_prompt_length: int | None, **template_kwargs: Any
+) -> int:
+    """Raise when a prompt is longer than ``max_prompt_length`` tokens; return the longest length.
+
+    TRL 1.16's GRPO trainer does not truncate prompts, so an over-long prompt would silently cost memory
+    and time; this check stops the run before training with the numbers to change.
+    """
+    if not rows:
+        return 0
+    lengths = prompt_lengths(tokenizer, (r["prompt"] for r in rows), **template_kwargs)
+    longest = max(lengths)
+    if max_prompt_length is not None and longest > max_prompt_length:
+        worst = rows[lengths.index(longest)]["id"]
+        over = sum(n > max_prompt_length for n in lengths)
+        raise ConfigError(
+            f"{over} of {len(rows)} prompts are longer than max_prompt_length={max_prompt_length} tokens "
+            f"(longest: {worst!r}, {longest} tokens); raise max_prompt_length in the preset "
+            "or use smaller maps"
+        )
+    log.info("prompts: %d, longest %d tokens (limit %s)", len(rows), longest, max_prompt_length)
+    return longest
+
+
+def manifest_line(instance: Instance) -> dict[str, Any]:
+    """One manifest record: enough to regenerate and recognise the instance.
+
+    >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2, seed=(7, 0))
+    >>> sorted(manifest_line(inst))[:4]
+    ['board_hash', 'hole_ratio', 'id', 'needs_wait']
+    """
+    return {
+        "id": instance.id,
+        "seed": list(instance.seed),
+        "board_hash": instance.board_hash(),
+        "size": instance.size,
+        "num_agents": instance.num_agents,
+        "hole_ratio": round(instance.hole_ratio, 6),
+        "needs_wait": instance.needs_wait,
+        "optimal_soc": instance.optimal_soc,
+    }
+
+
+def write_manifest(instances: Iterable[Instance], path: str | Path) -> Path:
+    """Write ``manifest.jsonl`` (one :func:`manifest_line` per instance), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for inst in instances:
+            fh.write(json.dumps(manifest_line(inst), separators=(",", ":")) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def _check_solved(instances: Sequence[Instance]) -> None:
+    if not instances:
+        raise ConfigError("no training instances; the round configuration must give num_samples >= 1")
+    unsolved = [inst.id for inst in instances if not inst.solved]
+    if unsolved:
+        raise ConfigError(
+            f"{len(unsolved)} instance(s) carry no optimum (first: {unsolved[0]!r}); "
+            "run `envengineer solve` on the file first"
+        )

@@ -1,0 +1,347 @@
+"""Training presets: YAML files that map onto TRL's ``GRPOConfig`` and ``SFTConfig``.
+
+A preset has a few keys of our own (the model, LoRA, the reward shape, epochs, prompt and completion
+lengths, Qwen3's thinking switch) and one pass-through section, ``grpo:`` or ``sft:``, whose keys are the
+option names of the pinned TRL version. Both levels reject unknown keys with a message that names the key:
+our own keys through pydantic (``extra="forbid"``), the pass-through section against the fields of the
+TRL dataclass, so a renamed TRL option fails loudly instead of being ignored::
+
+    kind: grpo
+    model: null                 # the model the preset is sized for (null: the embedded SmolLM2-135M)
+    reward_shape: dense
+    epochs: 1
+    max_prompt_length: 1024     # checked on the round's prompts before training
+    max_completion_length: 128  # -> GRPOConfig.max_completion_length
+    thinking: false             # -> chat_template_kwargs.enable_thinking
+    lora: {enabled: true, r: 16, alpha: 32}
+    grpo:
+      learning_rate: 5.0e-5
+      num_generations: 4
+
+Shipped presets live in ``envengineer/presets/`` (``grpo-cpu``, ``grpo-gpu``, ``sft-cpu``, ``sft-gpu``); a
+preset is named by its file name, its short alias (``cpu``/``gpu``, taken with the kind) or a path.
+Options that the command line sets (``output_dir``, ``seed``, ``num_train_epochs``, ...) may not appear in
+the pass-through section; the error names the key that replaces them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from envengineer.errors import ConfigError
+from envengineer.mapf.config import format_validation_error
+
+PresetKind = Literal["grpo", "sft"]
+RewardShape = Literal["graded", "sparse", "dense"]
+
+#: Pass-through options that our own keys or the command line set; the value says what to use instead.
+_RESERVED: dict[str, str] = {
+    "output_dir": "the --out directory (out_dir)",
+    "seed": "the --seed argument",
+    "data_seed": "the --seed argument",
+    "num_train_epochs": "the top-level 'epochs' key (or --epochs)",
+    "max_completion_length": "the top-level 'max_completion_length' key",
+    "max_length": "the top-level 'max_prompt_length' and 'max_completion_length' keys",
+}
+_ALIASES = {"cpu": "cpu", "gpu": "gpu"}
+
+
+class LoraSettings(BaseModel):
+    """LoRA through PEFT; ``enabled: false`` trains every weight (full fine-tuning)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(default=False, description="Train LoRA adapters instead of every weight.")
+    r: int = Field(default=16, ge=1, le=1024, description="LoRA rank.")
+    alpha: int = Field(default=32, ge=1, le=4096, description="LoRA scaling numerator (lora_alpha).")
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout on the LoRA input.")
+    target_modules: str | list[str] = Field(
+        default="all-linear", description="Modules that get adapters: 'all-linear' or a list of module names."
+    )
+
+    def to_peft(self) -> Any:
+        """The ``peft.LoraConfig`` for causal language modelling (imports peft)."""
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=self.target_modules,
+            task_type="CAUSAL_LM",
+        )
+
+
+class _Preset(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str = Field(default="", description="What the preset is for, in a sentence or two.")
+    model: str | None = Field(
+        default=None,
+        description="Model the preset is sized for (hub id or path; null: the embedded model). Runs train "
+        "the model they are given (default: embedded) and log a note when it differs from this one.",
+    )
+    lora: LoraSettings = Field(default_factory=LoraSettings, description="LoRA settings; off means full FT.")
+    epochs: float = Field(default=1.0, gt=0, le=100, description="Passes over the round's instances.")
+    max_prompt_length: int | None = Field(
+        default=1024,
+        ge=8,
+        description="Longest prompt in tokens; a longer prompt stops the run before training.",
+    )
+    max_completion_length: int = Field(default=256, ge=1, le=65536, description="Longest answer in tokens.")
+    thinking: bool = Field(
+        default=False, description="Qwen3's thinking switch (chat template enable_thinking)."
+    )
+
+    @property
+    def chat_template_kwargs(self) -> dict[str, Any]:
+        return {"enable_thinking": self.thinking}
+
+
+class GRPOPreset(_Preset):
+    """A GRPO round: our keys plus the ``grpo:`` section, passed through to ``trl.GRPOConfig``.
+
+    >>> p = GRPOPreset.model_validate({"reward_shape": "dense", "grpo": {"num_generations": 4}})
+    >>> p.kind, p.reward_shape, p.lora.enabled
+    ('grpo', 'dense', False)
+    """
+
+    kind: Literal["grpo"] = "grpo"
+    reward_shape: RewardShape = Field(
+        default="graded", description="Testbed reward shape: graded (default), sparse (paper) or dense."
+    )
+    grpo: dict[str, Any] = Field(
+        default_factory=dict, description="Options of trl.GRPOConfig, passed through."
+    )
+
+    def trl_options(self) -> dict[str, Any]:
+        """The pass-through section, checked against ``trl.GRPOConfig`` (imports trl)."""
+        from trl import GRPOConfig
+
+        check_options(self.grpo, GRPOConfig, section="grpo")
+        return dict(self.grpo)
+
+    def build_config(
+        self, *, output_dir: str | Path, seed: int = 0, epochs: float | None = None, **overrides: Any
+    ) -> Any:
+        """The real ``trl.GRPOConfig`` of this preset.
+
+        Args:
+            output_dir: Where the trainer writes its intermediate checkpoints and logs.
+            seed: Seed of the trainer (model init, sampling, data order).
+            epochs: Overrides the preset's ``epochs``.
+            **overrides: GRPOConfig options that win over the preset (e.g. ``max_steps`` for a smoke run).
+        """
+        from trl import GRPOConfig
+
+        options = _with_checkpointing_default(self.trl_options())
+        template_kwargs = dict(options.pop("chat_template_kwargs", None) or {})
+        if "enable_thinking" in template_kwargs:
+            raise ConfigError(
+                "grpo.chat_template_kwargs.enable_thinking: use the top-level 'thinking' key instead"
+            )
+        return _instantiate(
+            GRPOConfig,
+            "grpo",
+            output_dir=str(output_dir),
+            seed=seed,
+            data_seed=seed,
+            num_train_epochs=float(epochs if epochs is not None else self.epochs),
+            max_completion_length=self.max_completion_length,
+            chat_template_kwargs={**template_kwargs, **self.chat_template_kwargs},
+            **{**options, **overrides},
+        )
+
+
+class SFTPreset(_Preset):
+    """A supervised warm-start: our keys plus the ``sft:`` section, passed through to ``trl.SFTConfig``.
+
+    >>> SFTPreset.model_validate({"target": "solver"}).target
+    'solver'
+    """
+
+    kind: Literal["sft"] = "sft"
+    target: Literal["solver"] = Field(
+        default="solver", description="What the model learns to write: the solver's SoC-optimal plan."
+    )
+    sft: dict[str, Any] = Field(default_factory=dict, description="Options of trl.SFTConfig, passed through.")
+
+    def trl_options(self) -> dict[str, Any]:
+        """The pass-through section, checked against ``trl.SFTConfig`` (imports trl)."""
+        from trl import SFTConfig
+
+        check_options(self.sft, SFTConfig, section="sft")
+        return dict(self.sft)
+
+    def build_config(
+        self, *, output_dir: str | Path, seed: int = 0, epochs: float | None = None, **overrides: Any
+    ) -> Any:
+        """The real ``trl.SFTConfig`` of this preset (``max_length`` = prompt + completion lengths).
+
+        ``overrides`` are SFTConfig options that win over the preset (e.g. ``max_steps``).
+        """
+        from trl import SFTConfig
+
+        options = _with_checkpointing_default(self.trl_options())
+        max_length = None
+        if self.max_prompt_length is not None:
+            max_length = self.max_prompt_length + self.max_completion_length
+        return _instantiate(
+            SFTConfig,
+            "sft",
+            output_dir=str(output_dir),
+            seed=seed,
+            data_seed=seed,
+            num_train_epochs=float(epochs if epochs is not None else self.epochs),
+            max_length=max_length,
+            **{**options, **overrides},
+        )
+
+
+Preset = GRPOPreset | SFTPreset
+_CLASSES: dict[str, type[_Preset]] = {"grpo": GRPOPreset, "sft": SFTPreset}
+
+
+def check_options(options: Mapping[str, Any], config_cls: type, *, section: str) -> None:
+    """Reject keys of a pass-through section that ``config_cls`` does not have, or that we set ourselves.
+
+    Args:
+        options: The ``grpo:`` or ``sft:`` mapping of a preset.
+        config_cls: ``trl.GRPOConfig`` or ``trl.SFTConfig`` (a dataclass).
+        section: Name of the section, used in messages.
+
+    Raises:
+        ConfigError: naming the first bad key, a close match when there is one, and the TRL version.
+    """
+    name = section
+    fields = {f.name for f in dataclasses.fields(config_cls) if f.init}
+    for key in options:
+        if key in _RESERVED:
+            raise ConfigError(f"{name}.{key} is set by envengineer; use {_RESERVED[key]}")
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), sorted(fields), n=1, cutoff=0.75)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"{name}.{key} is not an option of {config_cls.__name__} in trl {_trl_version()}{hint} "
+                f"(remove it or rename it; the options are listed in trl's {config_cls.__name__} docs)"
+            )
+
+
+def _with_checkpointing_default(options: dict[str, Any]) -> dict[str, Any]:
+    """Spell TRL's default (checkpointing on) with transformers 5's name, ``activation_checkpointing``.
+
+    TRL sets the deprecated ``gradient_checkpointing`` to True, which warns on every run; a preset that
+    sets neither name gets the same behaviour without the warning.
+    """
+    if "activation_checkpointing" not in options and "gradient_checkpointing" not in options:
+        options = {**options, "activation_checkpointing": True}
+    return options
+
+
+def _instantiate(config_cls: type, section: str, **options: Any) -> Any:
+    try:
+        return config_cls(**options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{section}: {config_cls.__name__} rejected the preset: {exc}") from None
+
+
+def _trl_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("trl")
+    except Exception:  # pragma: no cover - metadata missing
+        return "?"
+
+
+# -- files ------------------------------------------------------------------------------------------------
+def packaged_presets() -> dict[str, Path]:
+    """The shipped preset files by name (``grpo-cpu``, ``grpo-gpu``, ``sft-cpu``, ``sft-gpu``)."""
+    folder = resources.files("envengineer") / "presets"
+    return {Path(p.name).stem: Path(str(p)) for p in folder.iterdir() if p.name.endswith(".yaml")}
+
+
+def default_preset_name(kind: PresetKind, *, gpu: bool) -> str:
+    """The shipped preset used when none is named: ``{kind}-gpu`` with a GPU, ``{kind}-cpu`` otherwise.
+
+    >>> default_preset_name("grpo", gpu=False)
+    'grpo-cpu'
+    """
+    return f"{kind}-{'gpu' if gpu else 'cpu'}"
+
+
+def load_preset(source: str | Path | Mapping[str, Any] | _Preset, kind: PresetKind = "grpo") -> Any:
+    """Read a preset from a shipped name, an alias, a YAML path, a mapping or a preset object.
+
+    Args:
+        source: ``"grpo-cpu"``, ``"cpu"`` (with ``kind``), ``"path/to/preset.yaml"``, a dict, or a preset.
+        kind: ``"grpo"`` or ``"sft"``; a preset of the other kind is an error.
+
+    Returns:
+        A :class:`GRPOPreset` or :class:`SFTPreset`.
+
+    Raises:
+        ConfigError: unknown name, unreadable file, wrong kind, unknown or out-of-range key.
+
+    >>> load_preset("cpu", "grpo").kind
+    'grpo'
+    """
+    if kind not in _CLASSES:
+        raise ConfigError(f"unknown preset kind {kind!r}; use 'grpo' or 'sft'")
+    cls = _CLASSES[kind]
+    if isinstance(source, _Preset):
+        if not isinstance(source, cls):
+            raise ConfigError(f"expected a {kind} preset, got a {source.kind} preset")
+        return source
+    where = "preset"
+    if isinstance(source, Mapping):
+        data: Any = dict(source)
+    else:
+        path = _preset_path(source, kind)
+        where = str(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: cannot read the preset ({exc})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: a preset must be a YAML mapping, got {type(data).__name__}")
+    found = data.get("kind", kind)
+    if found != kind:
+        raise ConfigError(
+            f"{where}: this is a {found!r} preset but a {kind!r} preset is needed "
+            f"(pass GRPO presets to `envengineer train --grpo`, SFT presets to `envengineer sft --preset`)"
+        )
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {format_validation_error(exc)}") from None
+
+
+def _preset_path(source: str | Path, kind: PresetKind) -> Path:
+    path = Path(source)
+    if path.is_file():
+        return path
+    shipped = packaged_presets()
+    name = path.name.removesuffix(".yaml")
+    for candidate in (name, f"{kind}-{_ALIASES.get(name, name)}"):
+        if candidate in shipped and str(path.parent) in (".", ""):
+            return shipped[candidate]
+    names = sorted(shipped)
+    raise ConfigError(
+        f"no preset file {str(source)!r} and no shipped preset of that name; use a path or one of {names}"
+    )
+
+
+def preset_to_yaml(preset: _Preset) -> str:
+    """The preset with every default written out (what a run directory records)."""
+    return yaml.safe_dump(preset.model_dump(mode="json"), sort_keys=False)
