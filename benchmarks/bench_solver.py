@@ -1,0 +1,130 @@
+"""Time the exact solver on random boards drawn the way the generator draws them.
+
+Each board: a ``size x size`` grid whose hole ratio is drawn uniformly in ``[0, 0.5]`` (exact number of
+holes, at random places), ``agents`` distinct starts on frozen cells and, for each, a distinct goal in the
+start's connected region. Every board is timed with one ``solve`` call (CPU time of the process by
+default, so that other jobs on the machine do not inflate it; ``--clock wall`` for wall-clock time); the
+script prints the median, the 95th percentile and the worst time per board, how many boards need a wait,
+how many were proven to have no plan and how many exceeded the node budget.
+
+Usage::
+
+    python benchmarks/bench_solver.py --agents 5 --size 10 -n 200 --seed 0
+    python benchmarks/bench_solver.py --agents 3 --size 3 -n 500 --holes 0.3
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
+from envengineer.mapf.instance import Cell
+from envengineer.mapf.solver import DEFAULT_NODE_BUDGET, solve
+
+
+def _components(free: np.ndarray) -> np.ndarray:
+    n = free.shape[0]
+    comp = np.full((n, n), -1, dtype=np.int64)
+    label = 0
+    for r0 in range(n):
+        for c0 in range(n):
+            if not free[r0, c0] or comp[r0, c0] >= 0:
+                continue
+            comp[r0, c0] = label
+            stack = [(r0, c0)]
+            while stack:
+                r, c = stack.pop()
+                for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+                    if 0 <= rr < n and 0 <= cc < n and free[rr, cc] and comp[rr, cc] < 0:
+                        comp[rr, cc] = label
+                        stack.append((rr, cc))
+            label += 1
+    return comp
+
+
+def sample_board(
+    rng: np.random.Generator, size: int, agents: int, hole_ratio: float | None
+) -> tuple[list[str], list[Cell], list[Cell]]:
+    """One random board whose every goal lies in its start's connected region (redrawn until it does)."""
+    cells = size * size
+    while True:
+        ratio = float(rng.uniform(0.0, 0.5)) if hole_ratio is None else hole_ratio
+        holes = min(round(ratio * cells), cells - 2 * agents)
+        free = np.ones(cells, dtype=bool)
+        free[rng.choice(cells, size=holes, replace=False)] = False
+        free = free.reshape(size, size)
+        comp = _components(free)
+        free_cells = [(int(r), int(c)) for r, c in zip(*np.nonzero(free), strict=True)]
+        starts: list[Cell] = []
+        goals: list[Cell] = []
+        for _ in range(agents):
+            choices = [x for x in free_cells if x not in starts]
+            s = choices[int(rng.integers(len(choices)))]
+            goal_choices = [x for x in free_cells if comp[x] == comp[s] and x != s and x not in goals]
+            if not goal_choices:
+                break
+            starts.append(s)
+            goals.append(goal_choices[int(rng.integers(len(goal_choices)))])
+        if len(goals) == agents:
+            grid = ["".join("." if free[r, c] else "H" for c in range(size)) for r in range(size)]
+            return grid, starts, goals
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--agents", type=int, default=5)
+    ap.add_argument("--size", type=int, default=10)
+    ap.add_argument("-n", type=int, default=200, help="number of boards")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--holes", type=float, default=None, help="fixed hole ratio (default: uniform in [0, 0.5])"
+    )
+    ap.add_argument("--node-budget", type=int, default=DEFAULT_NODE_BUDGET)
+    ap.add_argument(
+        "--clock", choices=("cpu", "wall"), default="cpu", help="time.process_time or perf_counter"
+    )
+    ap.add_argument("--show-slowest", type=int, default=0, help="print the N slowest boards")
+    args = ap.parse_args(argv)
+
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    times: list[float] = []
+    slow: list[tuple[float, list[str], list[Cell], list[Cell], str]] = []
+    budget = unsolvable = wait = 0
+    for i in range(args.n):
+        rng = np.random.default_rng(np.random.SeedSequence((args.seed, args.agents, args.size, i)))
+        grid, starts, goals = sample_board(rng, args.size, args.agents, args.holes)
+        t0 = clock()
+        outcome = "ok"
+        try:
+            sol = solve(grid, starts, goals, node_budget=args.node_budget)
+            wait += sol.needs_wait
+        except UnsolvableInstance:
+            unsolvable += 1
+            outcome = "unsolvable"
+        except SolverBudgetExceeded:
+            budget += 1
+            outcome = "budget"
+        dt = (clock() - t0) * 1000
+        times.append(dt)
+        slow.append((dt, grid, starts, goals, outcome))
+
+    arr = np.asarray(times)
+    print(
+        f"agents={args.agents} size={args.size} n={args.n} seed={args.seed} "
+        f"holes={'U[0,0.5]' if args.holes is None else args.holes} "
+        f"node_budget={args.node_budget} clock={args.clock}"
+    )
+    print(
+        f"median {np.median(arr):.2f} ms | p95 {np.percentile(arr, 95):.2f} ms | worst {arr.max():.1f} ms | "
+        f"mean {arr.mean():.2f} ms | total {arr.sum() / 1000:.2f} s"
+    )
+    print(f"needs wait {wait} | proven unsolvable {unsolvable} | budget exceeded {budget}")
+    for dt, grid, starts, goals, outcome in sorted(slow, key=lambda x: -x[0])[: args.show_slowest]:
+        print(f"{dt:9.1f} ms  {outcome:10s} grid={grid} starts={starts} goals={goals}")
+
+
+if __name__ == "__main__":
+    main()
