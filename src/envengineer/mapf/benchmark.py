@@ -35,7 +35,7 @@ PER_CELL = 50
 VALIDATION_PER_CELL = 4
 
 #: SHA-256 of the packaged ``benchmark.jsonl`` (also in docs/testbed.md).
-BENCHMARK_SHA256 = "to-be-filled"
+BENCHMARK_SHA256 = "2cb56073dd210b729c7bee43f3a96563ac3d59611dd7d40956b62c4ad475b277"
 
 
 def cells(agents: Sequence[int] = AGENTS, max_size: int = MAX_SIZE) -> list[tuple[int, int]]:
