@@ -1,0 +1,281 @@
+"""The run directory: the experiment's lab notebook, written atomically, with an append-only ledger.
+
+Layout (``docs/loop.md`` has the full description)::
+
+    RUN/
+      experiment.yaml              the resolved experiment (every default written out)
+      ledger.jsonl                 append-only: one line per finished stage
+      round_00/
+        config.applied.yaml        the configuration this round trained on
+        proposal.raw.json          what the engineer wrote (round 0: the random default's seed)
+        projection.json            raw proposal, projected configuration, what projection changed
+        engineer/                  prompt, responses, rationale, attempts (rounds > 0, LLM engineers)
+        dataset/manifest.jsonl     one line per training instance: id, seed tuple, board hash, size, ...
+        train/metrics.json         training metrics, steps, seconds and the checkpoint path
+        validation/responses.jsonl the validation answers (the evaluation resumes this file)
+        validation/scores.json     ScoreReport.to_json()
+      benchmark/scores.json, benchmark/table.md, benchmark/responses.jsonl
+      report.md, figures/*.png     written by ``envengineer report``
+
+Every file is written to a temporary name and moved into place with :func:`os.replace`, so a reader (or
+a resumed run) sees either the old content or the new one, never half a file. A stage is finished when
+its ledger line exists; its files are always written before that line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envengineer.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: Stages of one round, in order. ``config`` decides the round's configuration (the engineer's proposal
+#: for rounds > 0), ``data`` generates the training instances, ``train`` runs one GRPO round,
+#: ``validation`` evaluates the round's checkpoint.
+ROUND_STAGES: tuple[str, ...] = ("config", "data", "train", "validation")
+#: Stages after the last round.
+FINAL_STAGES: tuple[str, ...] = ("benchmark",)
+
+LEDGER = "ledger.jsonl"
+EXPERIMENT = "experiment.yaml"
+
+
+# -- atomic writes ----------------------------------------------------------------------------------------
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and :func:`os.replace`.
+
+    >>> import tempfile, pathlib
+    >>> p = atomic_write_text(pathlib.Path(tempfile.mkdtemp()) / "a" / "x.txt", "hi")
+    >>> p.read_text()
+    'hi'
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_json(path: str | Path, data: Any) -> Path:
+    """JSON with two-space indentation, written atomically."""
+    return atomic_write_text(path, json.dumps(data, indent=2, default=_json_default) + "\n")
+
+
+def atomic_write_yaml(path: str | Path, data: Any) -> Path:
+    """YAML in insertion order, written atomically."""
+    return atomic_write_text(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def atomic_write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:
+    """JSON Lines, one compact object per line, written atomically."""
+    return atomic_write_text(path, "".join(json.dumps(r, default=_json_default) + "\n" for r in rows))
+
+
+def read_json(path: str | Path) -> Any:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def read_jsonl(path: str | Path, *, skip_torn: bool = False) -> list[Any]:
+    """Rows of a JSON Lines file.
+
+    A torn last line (a writer killed mid-line) is skipped with a warning; with ``skip_torn`` any line
+    that is not JSON is (the ledger closes a torn line before appending, so it can sit mid-file).
+    """
+    rows = []
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if skip_torn or i == len(lines) - 1:
+                log.warning("%s:%d: ignoring a torn line (a writer was killed mid-line)", path, i + 1)
+                continue
+            raise ConfigError(f"{path}:{i + 1}: not valid JSON; the file was edited or is corrupt") from None
+    return rows
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    raise TypeError(f"cannot write {type(obj).__name__} as JSON")
+
+
+# -- the ledger -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One finished stage: which round (``None`` for final stages), which stage, and what it wrote."""
+
+    round: int | None
+    stage: str
+    status: str
+    time: str
+    seconds: float
+    paths: dict[str, str]
+    info: dict[str, Any]
+
+    @property
+    def key(self) -> tuple[int | None, str]:
+        return (self.round, self.stage)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LedgerEntry:
+        return cls(
+            round=d.get("round"),
+            stage=str(d["stage"]),
+            status=str(d.get("status", "done")),
+            time=str(d.get("time", "")),
+            seconds=float(d.get("seconds", 0.0)),
+            paths=dict(d.get("paths") or {}),
+            info=dict(d.get("info") or {}),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "stage": self.stage,
+            "status": self.status,
+            "time": self.time,
+            "seconds": round(self.seconds, 3),
+            "paths": self.paths,
+            "info": self.info,
+        }
+
+
+class RunDir:
+    """Paths and records of one run; the ledger is the only record of what finished.
+
+    >>> import tempfile
+    >>> rd = RunDir(tempfile.mkdtemp())
+    >>> rd.round_dir(1).name, rd.is_done(0, "data")
+    ('round_01', False)
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    # paths ---------------------------------------------------------------------------------------------
+    @property
+    def ledger_path(self) -> Path:
+        return self.root / LEDGER
+
+    @property
+    def experiment_path(self) -> Path:
+        return self.root / EXPERIMENT
+
+    @property
+    def benchmark_dir(self) -> Path:
+        return self.root / "benchmark"
+
+    def round_dir(self, r: int) -> Path:
+        return self.root / f"round_{r:02d}"
+
+    def rel(self, path: str | Path) -> str:
+        """``path`` relative to the run directory when it lies inside it (the ledger stores these)."""
+        p = Path(path)
+        try:
+            return str(p.resolve().relative_to(self.root.resolve()))
+        except ValueError:
+            return str(p)
+
+    def abs(self, path: str | Path) -> Path:
+        p = Path(path)
+        return p if p.is_absolute() else self.root / p
+
+    def rounds_present(self) -> list[int]:
+        out = []
+        for p in sorted(self.root.glob("round_[0-9][0-9]")):
+            out.append(int(p.name.split("_")[1]))
+        return out
+
+    # ledger ---------------------------------------------------------------------------------------------
+    def entries(self) -> list[LedgerEntry]:
+        """Every ledger line, in order (a torn last line from a killed writer is ignored)."""
+        if not self.ledger_path.exists():
+            return []
+        return [LedgerEntry.from_dict(d) for d in read_jsonl(self.ledger_path, skip_torn=True)]
+
+    def done(self) -> dict[tuple[int | None, str], LedgerEntry]:
+        """Finished stages by ``(round, stage)`` (the first record wins; there should be only one)."""
+        out: dict[tuple[int | None, str], LedgerEntry] = {}
+        for e in self.entries():
+            if e.status in ("done", "skipped"):
+                out.setdefault(e.key, e)
+        return out
+
+    def is_done(self, r: int | None, stage: str) -> bool:
+        return (r, stage) in self.done()
+
+    def record(
+        self,
+        r: int | None,
+        stage: str,
+        *,
+        seconds: float,
+        paths: dict[str, str | Path] | None = None,
+        info: dict[str, Any] | None = None,
+        status: str = "done",
+    ) -> LedgerEntry:
+        """Append one line to the ledger (flushed and fsynced before returning).
+
+        Raises:
+            ConfigError: the stage is already recorded (a finished stage is never run twice).
+        """
+        if self.is_done(r, stage):
+            raise ConfigError(f"{self.ledger_path}: stage {stage!r} of round {r} is already recorded")
+        entry = LedgerEntry(
+            round=r,
+            stage=stage,
+            status=status,
+            time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            seconds=float(seconds),
+            paths={k: self.rel(v) for k, v in (paths or {}).items()},
+            info=dict(info or {}),
+        )
+        self.root.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(entry.to_dict(), default=_json_default) + "\n"
+        with open(self.ledger_path, "a+b") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":  # a torn line from a killed writer: close it, keep it visible
+                    fh.write(b"\n")
+            fh.write(line.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        log.debug("ledger: round %s stage %s %s", r, stage, status)
+        return entry
+
+    def iter_round_entries(self) -> Iterator[tuple[int, dict[str, LedgerEntry]]]:
+        """Per round present in the ledger: ``(round, {stage: entry})``, rounds in order."""
+        by_round: dict[int, dict[str, LedgerEntry]] = {}
+        for (r, stage), e in self.done().items():
+            if r is not None:
+                by_round.setdefault(r, {})[stage] = e
+        yield from sorted(by_round.items())

@@ -1,0 +1,159 @@
+"""Reports and comparisons render from a run directory alone (a finished run and one that stopped)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envengineer.loop.experiment import Experiment
+from envengineer.loop.rundir import RunDir
+from envengineer.loop.runner import Components, run_experiment
+from envengineer.mapf.benchmark import build_set
+from envengineer.mapf.instance import save_instances
+
+pytest.importorskip("matplotlib")
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _evaluator(
+    model: Any, instances: Any, *, out_dir: Path, experiment: Any, seed: int, progress: bool
+) -> Any:
+    """Greedy answers scored by the testbed (no model, no prompt rendering)."""
+    import numpy as np
+
+    from envengineer.mapf.policies import respond
+    from envengineer.mapf.scoring import score
+
+    rng = np.random.default_rng(seed)
+    return score(instances, {i.id: respond("greedy", i, rng) for i in instances})
+
+
+def _trainer(
+    model: Any, instances: Any, *, out_dir: Path, preset: str, epochs: float, seed: int, max_steps: Any
+) -> dict[str, Any]:
+    rewards = [0.1, 0.2, 0.25]
+    return {
+        "checkpoint": str(out_dir / "checkpoint"),
+        "steps": 3,
+        "seconds": 1.5,
+        "metrics": {"log_history": [{"step": i + 1, "reward": r} for i, r in enumerate(rewards)]},
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("report")
+    bench = build_set(seed=31, split="benchmark", per_cell=1, agents=(3, 4), max_size=5, workers=1)
+    val = build_set(
+        seed=32,
+        split="validation",
+        per_cell=1,
+        agents=(3,),
+        max_size=5,
+        workers=1,
+        exclude={i.board_hash() for i in bench},
+    )
+    save_instances(bench, d / "benchmark.jsonl")
+    out = {}
+    for kind in ("random", "fixed"):
+        exp = Experiment.model_validate(
+            {
+                "name": f"t-report-{kind}",
+                "model": "m",
+                "rounds": 3,
+                "samples_per_round": 6,
+                "validation": {"per_cell": 1, "agents": [3], "max_size": 5},
+                "evaluation": {"benchmark_path": str(d / "benchmark.jsonl")},
+                "engineer": {"kind": kind},
+            }
+        )
+        run = d / kind
+        run.mkdir()
+        save_instances(val, run / "validation_set.jsonl")
+        run_experiment(exp, run, components=Components(trainer=_trainer, evaluator=_evaluator))
+        out[kind] = run
+    return out
+
+
+FIGURES = ("benchmark", "learning", "allocation", "knobs", "failures")
+
+
+def test_report_renders_markdown_and_pngs(runs: dict[str, Path], capsys: pytest.CaptureFixture) -> None:
+    from envengineer.cli import main
+
+    run = runs["random"]
+    assert main(["report", str(run)]) == 0
+    assert "report.md" in capsys.readouterr().out
+    text = (run / "report.md").read_text()
+    for name in FIGURES:
+        png = run / "figures" / f"{name}.png"
+        assert png.read_bytes()[:8] == PNG and png.stat().st_size > 5000, name
+        assert f"(figures/{name}.png)" in text
+    assert "| agents | 3x3 | 4x4 | 5x5 | Sum |" in text
+    assert "| 3 |" in text and "| 4 |" in text
+    assert "engineer:random" in text and "status | finished" in text
+    assert text.count("\n| 0 |") >= 2  # rounds table and configuration table list round 0
+
+
+def test_report_of_a_stopped_run(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A run killed after round 1's data renders what it has, and says it is not finished."""
+    from envengineer.loop.report import load_run, write_report
+
+    src = runs["fixed"]
+    run = tmp_path / "stopped"
+    run.mkdir()
+    (run / "experiment.yaml").write_text((src / "experiment.yaml").read_text())
+    keep = [
+        e for e in RunDir(src).entries() if e.round == 0 or (e.round == 1 and e.stage in ("config", "data"))
+    ]
+    import shutil
+
+    for r in (0, 1):
+        shutil.copytree(src / f"round_{r:02d}", run / f"round_{r:02d}")
+    rd = RunDir(run)
+    for e in keep:
+        rd.record(e.round, e.stage, seconds=e.seconds, paths=e.paths, info=e.info, status=e.status)
+    record = load_run(run)
+    assert not record.finished and [len(r.stages) for r in record.rounds] == [4, 2]
+    path = write_report(run)
+    text = path.read_text()
+    assert "1 of 3 rounds complete" in text and "## Benchmark" not in text
+    assert (run / "figures" / "allocation.png").exists() and not (run / "figures" / "benchmark.png").exists()
+
+
+def test_compare_two_runs(runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from envengineer.cli import main
+
+    out = tmp_path / "cmp"
+    assert main(["compare", str(runs["random"]), str(runs["fixed"]), "--out", str(out)]) == 0
+    text = (out / "compare.md").read_text()
+    assert "`t-report-random`" in text and "`t-report-fixed`" in text
+    assert "| run | engineer | rounds | 3 agents | 4 agents | mean |" in text
+    assert (out / "compare.png").read_bytes()[:8] == PNG
+    assert "t-report-fixed" in capsys.readouterr().out
+
+
+def test_report_numbers(runs: dict[str, Path]) -> None:
+    from envengineer.loop.report import allocation, load_run, outcome_counts, train_rewards
+
+    record = load_run(runs["fixed"])
+    rounds, sizes, share = allocation(record)
+    assert rounds == [0, 1, 2] and sizes == list(range(3, 11))
+    for i in range(3):
+        assert sum(share[n][i] for n in sizes) == pytest.approx(100.0)
+    assert [share[n][0] for n in sizes] == [share[n][2] for n in sizes]  # fixed: same allocation each round
+    counts = outcome_counts(record.rounds[0].validation)
+    assert sum(sum(c.values()) for c in counts.values()) == record.rounds[0].validation["summary"]["n"]
+    pts = train_rewards(record)
+    assert len(pts) == 9 and pts[-1][0] == pytest.approx(3.0)
+
+
+def test_report_errors_name_the_fix(tmp_path: Path) -> None:
+    from envengineer.errors import ConfigError
+    from envengineer.loop.report import write_report
+
+    with pytest.raises(ConfigError, match="not a run directory"):
+        write_report(tmp_path)
