@@ -1,7 +1,7 @@
 """Generation speed: a 4,000-instance two-agent round on one core, and the whole benchmark on all cores.
 
-    python benchmarks/bench_generate.py round        # 4,000 instances, sizes 3-10 equal, holes 0.3, waits 0.5
-    python benchmarks/bench_generate.py benchmark    # the 3,150-instance benchmark, 2 worker processes
+python benchmarks/bench_generate.py round        # 4,000 instances, sizes 3-10 equal, holes 0.3, waits 0.5
+python benchmarks/bench_generate.py benchmark    # the 3,150-instance benchmark, 2 worker processes
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ def bench_round(samples: int, seed: int) -> None:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     waits = sum(bool(i.needs_wait) for i in instances)
     print(f"round: {len(instances)} two-agent instances ({waits} need a wait), sizes 3-10 equal, holes 0.3")
-    print(f"  wall {wall:.2f} s, CPU {cpu:.2f} s on one core ({1000 * cpu / len(instances):.2f} ms CPU per instance)")
+    print(
+        f"  wall {wall:.2f} s, CPU {cpu:.2f} s on one core "
+        f"({1000 * cpu / len(instances):.2f} ms CPU per instance)"
+    )
 
 
 def bench_benchmark(workers: int) -> None:
@@ -40,8 +43,11 @@ def bench_benchmark(workers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = save_instances(instances, Path(tmp) / "benchmark.jsonl")
         digest = sha256_file(path)
-    print(f"benchmark: {len(instances)} instances in {wall:.1f} s wall with {workers} workers "
-          f"(sha256 {digest[:16]}..., {'matches' if digest == BENCHMARK_SHA256 else 'DIFFERS FROM'} the packaged hash)")
+    print(
+        f"benchmark: {len(instances)} instances in {wall:.1f} s wall with {workers} workers "
+        f"(sha256 {digest[:16]}..., "
+        f"{'matches' if digest == BENCHMARK_SHA256 else 'DIFFERS FROM'} the packaged hash)"
+    )
     hardest = [i for i in instances if i.num_agents == 5 and i.size == 10]
     times = []
     for inst in hardest:
@@ -49,12 +55,17 @@ def bench_benchmark(workers: int) -> None:
         solve_instance(inst)
         times.append(1000 * (time.perf_counter() - t))
     times.sort()
-    print(f"solver on the hardest cell (5 agents, 10x10, {len(times)} instances): median {statistics.median(times):.1f} ms, "
-          f"p95 {times[int(0.95 * (len(times) - 1))]:.1f} ms, worst {times[-1]:.1f} ms")
+    print(
+        f"solver on the hardest cell (5 agents, 10x10, {len(times)} instances): "
+        f"median {statistics.median(times):.1f} ms, "
+        f"p95 {times[int(0.95 * (len(times) - 1))]:.1f} ms, worst {times[-1]:.1f} ms"
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("what", choices=("round", "benchmark"))
     parser.add_argument("--samples", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=0)

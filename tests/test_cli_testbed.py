@@ -18,8 +18,24 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_generate_play_score_show_round_trip(tmp_path, capsys):
     inst = tmp_path / "i.jsonl"
-    code, out, _ = run(capsys, "generate", "--agents", "2", "--size", "4", "--hole-ratio", "0.25",
-                       "--wait-ratio", "0.5", "-n", "10", "--seed", "1", "-o", str(inst))
+    code, out, _ = run(
+        capsys,
+        "generate",
+        "--agents",
+        "2",
+        "--size",
+        "4",
+        "--hole-ratio",
+        "0.25",
+        "--wait-ratio",
+        "0.5",
+        "-n",
+        "10",
+        "--seed",
+        "1",
+        "-o",
+        str(inst),
+    )
     assert code == 0 and "wrote 10 instances (5 need a wait)" in out
     for policy in ("optimal", "greedy"):
         resp = tmp_path / f"{policy}.jsonl"
@@ -28,7 +44,15 @@ def test_generate_play_score_show_round_trip(tmp_path, capsys):
         assert code == 0 and "| 2 |" in out
         report = json.loads((tmp_path / f"{policy}.json").read_text())
         assert len(report["verdicts"]) == 10
-        assert set(report["verdicts"][0]) >= {"id", "valid", "optimal", "makespan_optimal", "failure", "soc", "makespan"}
+        assert set(report["verdicts"][0]) >= {
+            "id",
+            "valid",
+            "optimal",
+            "makespan_optimal",
+            "failure",
+            "soc",
+            "makespan",
+        }
         if policy == "optimal":
             assert report["table"]["2"]["sum"] == {"valid": 100.0, "optimal": 100.0}
         else:
@@ -39,8 +63,10 @@ def test_generate_play_score_show_round_trip(tmp_path, capsys):
 
 def test_generate_from_a_round_config(tmp_path, capsys):
     cfg = tmp_path / "round.yaml"
-    cfg.write_text("num_samples: 12\nsizes:\n  3: {data_ratio: 1, hole_ratio: 0.1, wait_ratio: 0.5}\n"
-                   "  5: {data_ratio: 1, hole_ratio: 0.2, wait_ratio: 0.0}\n")
+    cfg.write_text(
+        "num_samples: 12\nsizes:\n  3: {data_ratio: 1, hole_ratio: 0.1, wait_ratio: 0.5}\n"
+        "  5: {data_ratio: 1, hole_ratio: 0.2, wait_ratio: 0.0}\n"
+    )
     out_file = tmp_path / "round.jsonl"
     assert run(capsys, "generate", "--config", str(cfg), "-o", str(out_file))[0] == 0
     insts = load_instances(out_file)
@@ -50,9 +76,21 @@ def test_generate_from_a_round_config(tmp_path, capsys):
 def test_solve_fills_and_checks_user_boards(tmp_path, capsys):
     mine = tmp_path / "mine.jsonl"
     boards = [
-        {"id": "swap board", "grid": ["...", "...", "..."], "starts": [[0, 0], [0, 2]], "goals": [[0, 2], [0, 0]]},
-        {"id": 7, "grid": ["...", "...", "..."], "starts": [[1, 0], [1, 1]], "goals": [[1, 1], [1, 2]],
-         "optimal_soc": 5, "optimal_makespan": 1, "shortest_sum": 2},  # wrong stated optimum
+        {
+            "id": "swap board",
+            "grid": ["...", "...", "..."],
+            "starts": [[0, 0], [0, 2]],
+            "goals": [[0, 2], [0, 0]],
+        },
+        {
+            "id": 7,
+            "grid": ["...", "...", "..."],
+            "starts": [[1, 0], [1, 1]],
+            "goals": [[1, 1], [1, 2]],
+            "optimal_soc": 5,
+            "optimal_makespan": 1,
+            "shortest_sum": 2,
+        },  # wrong stated optimum
     ]
     mine.write_text("\n".join(json.dumps(b) for b in boards) + "\n")
     code, out, err = run(capsys, "solve", str(mine), "-o", str(tmp_path / "solved.jsonl"))
@@ -65,7 +103,10 @@ def test_solve_fills_and_checks_user_boards(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["generate", "--size", "4", "--hole-ratio", "0.9", "-o", "x.jsonl"], "--hole-ratio 0.9 is out of range"),
+        (
+            ["generate", "--size", "4", "--hole-ratio", "0.9", "-o", "x.jsonl"],
+            "--hole-ratio 0.9 is out of range",
+        ),
         (["generate", "--size", "2", "--agents", "3", "-o", "x.jsonl"], "do not fit"),
         (["generate", "-o", "x.jsonl"], "give --size"),
         (["score", "missing.jsonl", "r.jsonl"], "no such file"),
@@ -87,7 +128,9 @@ def test_bad_round_config_and_unsolved_scoring(tmp_path, capsys):
     code, _, err = run(capsys, "generate", "--config", str(cfg), "-o", str(tmp_path / "o.jsonl"))
     assert code == 2 and "hole_ratio" in err
     mine = tmp_path / "mine.jsonl"
-    mine.write_text(json.dumps({"id": "a", "grid": ["..", ".."], "starts": [[0, 0]], "goals": [[1, 1]]}) + "\n")
+    mine.write_text(
+        json.dumps({"id": "a", "grid": ["..", ".."], "starts": [[0, 0]], "goals": [[1, 1]]}) + "\n"
+    )
     (tmp_path / "r.jsonl").write_text('{"id": "a", "response": ""}\n')
     code, _, err = run(capsys, "score", str(mine), str(tmp_path / "r.jsonl"))
     assert code == 2 and "envengineer solve" in err

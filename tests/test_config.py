@@ -75,7 +75,7 @@ def test_largest_remainder_sums(weights, total):
     parts = largest_remainder(weights, total)
     assert sum(parts) == total
     s = sum(weights)
-    assert all(abs(p - w / s * total) < 1 for p, w in zip(parts, weights))
+    assert all(abs(p - w / s * total) < 1 for p, w in zip(parts, weights, strict=True))
 
 
 def test_random_config_is_legal_and_seeded():
@@ -89,14 +89,25 @@ def test_random_config_is_legal_and_seeded():
 
 def test_projection_clips_fills_drops_and_renormalises():
     prev = cfg({n: knob(d=1) for n in range(3, 11)})
-    p = project({"sizes": {"3": {"data_ratio": 3, "hole_ratio": 0.9, "wait_ratio": -2},
-                           "4x4": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0.2},
-                           "12": knob(), "big": knob()}}, prev)
+    p = project(
+        {
+            "sizes": {
+                "3": {"data_ratio": 3, "hole_ratio": 0.9, "wait_ratio": -2},
+                "4x4": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0.2},
+                "12": knob(),
+                "big": knob(),
+            }
+        },
+        prev,
+    )
     c = p.config
     assert c.sizes[3].hole_ratio == 0.5 and c.sizes[3].wait_ratio == 0.0
     assert c.sizes[4].hole_ratio == 0.1
     # size 5 is filled from the previous config (its data ratio then renormalised with the others)
-    assert (c.sizes[5].hole_ratio, c.sizes[5].wait_ratio) == (prev.sizes[5].hole_ratio, prev.sizes[5].wait_ratio)
+    assert (c.sizes[5].hole_ratio, c.sizes[5].wait_ratio) == (
+        prev.sizes[5].hole_ratio,
+        prev.sizes[5].wait_ratio,
+    )
     assert 12 not in c.sizes
     assert math.isclose(sum(s.data_ratio for s in c.sizes.values()), 1.0)
     assert math.isclose(c.sizes[3].data_ratio, 3 / 10)
@@ -109,8 +120,14 @@ def test_projection_clips_fills_drops_and_renormalises():
 def test_projection_all_zero_nan_negative_strings():
     prev = cfg({3: knob(d=1, h=0.1, w=0.3), 4: knob(d=1, h=0.2, w=0.4)})
     space = ConfigSpace(sizes=(3, 4))
-    p = project({"3": {"data_ratio": 0, "hole_ratio": "lots", "wait_ratio": float("nan")},
-                 "4": {"data_ratio": -5, "hole_ratio": None, "wait_ratio": "0.25"}}, prev, space)
+    p = project(
+        {
+            "3": {"data_ratio": 0, "hole_ratio": "lots", "wait_ratio": float("nan")},
+            "4": {"data_ratio": -5, "hole_ratio": None, "wait_ratio": "0.25"},
+        },
+        prev,
+        space,
+    )
     c = p.config
     assert c.sizes[3].data_ratio == c.sizes[4].data_ratio == 0.5  # all zero -> uniform
     assert c.sizes[3].hole_ratio == 0.1 and c.sizes[3].wait_ratio == 0.3  # non-numbers -> previous
@@ -130,10 +147,20 @@ def test_projection_of_garbage_keeps_previous_and_fixed_fields():
 
 
 @settings(max_examples=200)
-@given(st.dictionaries(st.one_of(st.integers(-2, 14), st.text(max_size=4)),
-                       st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3),
-                                 st.dictionaries(st.sampled_from(["data_ratio", "hole_ratio", "wait_ratio", "x"]),
-                                                 st.one_of(st.floats(), st.text(max_size=3), st.none())))))
+@given(
+    st.dictionaries(
+        st.one_of(st.integers(-2, 14), st.text(max_size=4)),
+        st.one_of(
+            st.none(),
+            st.floats(allow_nan=True, allow_infinity=True),
+            st.text(max_size=3),
+            st.dictionaries(
+                st.sampled_from(["data_ratio", "hole_ratio", "wait_ratio", "x"]),
+                st.one_of(st.floats(), st.text(max_size=3), st.none()),
+            ),
+        ),
+    )
+)
 def test_projection_always_lands_in_the_legal_space(proposal):
     prev = round0_config(0)
     c = project(proposal, prev).config

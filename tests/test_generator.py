@@ -10,12 +10,16 @@ from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.generator import Target, generate_cell, generate_instance, generate_round, sample_board
 from envengineer.mapf.solver import shortest_path_lengths
 
-CONFIG = RoundConfig.model_validate({
-    "num_samples": 60,
-    "sizes": {3: {"data_ratio": 1, "hole_ratio": 0.2, "wait_ratio": 0.5},
-              5: {"data_ratio": 2, "hole_ratio": 0.3, "wait_ratio": 0.25},
-              7: {"data_ratio": 1, "hole_ratio": 0.0, "wait_ratio": 0.0}},
-})
+CONFIG = RoundConfig.model_validate(
+    {
+        "num_samples": 60,
+        "sizes": {
+            3: {"data_ratio": 1, "hole_ratio": 0.2, "wait_ratio": 0.5},
+            5: {"data_ratio": 2, "hole_ratio": 0.3, "wait_ratio": 0.25},
+            7: {"data_ratio": 1, "hole_ratio": 0.0, "wait_ratio": 0.0},
+        },
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +39,9 @@ def test_round_counts_are_exact(round_a):
 def test_instances_meet_their_targets(round_a):
     for inst in round_a:
         assert inst.num_agents == 2 and inst.solved
-        assert round(inst.hole_ratio * inst.size**2) == round(CONFIG.sizes[inst.size].hole_ratio * inst.size**2)
+        assert round(inst.hole_ratio * inst.size**2) == round(
+            CONFIG.sizes[inst.size].hole_ratio * inst.size**2
+        )
         lengths = shortest_path_lengths(inst.grid, inst.starts, inst.goals)
         assert inst.shortest_sum == sum(lengths)
         assert inst.optimal_soc >= inst.shortest_sum and inst.optimal_makespan >= max(lengths)
@@ -63,7 +69,15 @@ def test_splits_never_share_a_stream():
 
 
 def test_exclude_and_unique_are_honoured():
-    kw = {"num_agents": 2, "size": 3, "count": 40, "wait_count": 0, "seed": 0, "hole_ratio": 0.0, "split": "custom"}
+    kw = {
+        "num_agents": 2,
+        "size": 3,
+        "count": 40,
+        "wait_count": 0,
+        "seed": 0,
+        "hole_ratio": 0.0,
+        "split": "custom",
+    }
     first = generate_cell(**kw)
     hashes = {i.board_hash() for i in first}
     assert len(hashes) == len(first)  # unique by default
@@ -89,4 +103,6 @@ def test_sample_board_places_agents_legally():
         grid, starts, goals = board
         assert sum(r.count("H") for r in grid) == 8
         assert len(set(starts)) == len(set(goals)) == 3
-        assert all(None not in shortest_path_lengths(grid, [s], [g]) for s, g in zip(starts, goals))
+        assert all(
+            None not in shortest_path_lengths(grid, [s], [g]) for s, g in zip(starts, goals, strict=True)
+        )

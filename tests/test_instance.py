@@ -74,6 +74,8 @@ def test_file_errors_name_the_line(tmp_path):
 
 def test_user_boards_need_no_optima(tmp_path):
     f = tmp_path / "mine.jsonl"
-    f.write_text(json.dumps({"id": "my board", "grid": ["...", "...", "..."], "starts": [[0, 0]], "goals": [[2, 2]]}))
+    f.write_text(
+        json.dumps({"id": "my board", "grid": ["...", "...", "..."], "starts": [[0, 0]], "goals": [[2, 2]]})
+    )
     (inst,) = load_instances(f)
     assert not inst.solved and inst.needs_wait is None

@@ -13,7 +13,9 @@ from envengineer.mapf.validator import format_answer
 
 SWAP = Instance("swap", ("...", "...", "..."), ((0, 0), (0, 2)), ((0, 2), (0, 0)), 6, 4, 4)
 FOLLOW = Instance("follow", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
-BIG = Instance("big", ("....", "....", "....", "...."), ((0, 0), (3, 3), (0, 3)), ((3, 0), (0, 3), (3, 3)), 9, 3, 9)
+BIG = Instance(
+    "big", ("....", "....", "....", "...."), ((0, 0), (3, 3), (0, 3)), ((3, 0), (0, 3), (3, 3)), 9, 3, 9
+)
 
 
 def test_hand_checked_table():
@@ -49,7 +51,9 @@ def test_sum_is_the_unweighted_mean_over_sizes():
 def mixed_set():
     out = []
     for k, n in ((2, 3), (3, 5), (4, 6)):
-        out += generate_cell(num_agents=k, size=n, count=12, wait_count=6, seed=5, split="custom", hole_ratio=0.2)
+        out += generate_cell(
+            num_agents=k, size=n, count=12, wait_count=6, seed=5, split="custom", hole_ratio=0.2
+        )
     return out
 
 

@@ -18,7 +18,12 @@ from envengineer.errors import EnvEngineerError
 
 # Sub-command modules, in the order `--help` lists them. A module whose optional dependencies are
 # missing still registers its commands; they fail with a message naming the extra to install.
-_MODULES = ("envengineer.cli.testbed", "envengineer.cli.eval", "envengineer.cli.train", "envengineer.cli.loop")
+_MODULES = (
+    "envengineer.cli.testbed",
+    "envengineer.cli.eval",
+    "envengineer.cli.train",
+    "envengineer.cli.loop",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

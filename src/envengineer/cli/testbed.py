@@ -23,16 +23,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agents", type=int, default=2, help="agents per instance (default 2)")
     p.add_argument("--size", type=int, help="grid side n (an n x n grid)")
     p.add_argument("--hole-ratio", type=float, default=0.3, help="share of cells that are holes, in [0, 0.5]")
-    p.add_argument("--wait-ratio", type=float, default=0.5, help="share of instances that need a wait, in [0, 1]")
+    p.add_argument(
+        "--wait-ratio", type=float, default=0.5, help="share of instances that need a wait, in [0, 1]"
+    )
     p.add_argument("-n", "--count", type=int, default=100, help="instances to generate (with --size)")
     p.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
     p.add_argument("--split", default=None, help="seed split: train, validation, benchmark or custom")
     p.add_argument("-o", "--output", type=Path, required=True, help="output .jsonl (or .jsonl.gz)")
     p.set_defaults(func=cmd_generate)
 
-    p = sub.add_parser("solve", help="fill in (or check) the exact optima of an instance file",
-                       description="Solve every instance exactly; fills optimal_soc, optimal_makespan, "
-                       "shortest_sum and needs_wait. Instances that already carry optima are checked.")
+    p = sub.add_parser(
+        "solve",
+        help="fill in (or check) the exact optima of an instance file",
+        description="Solve every instance exactly; fills optimal_soc, optimal_makespan, "
+        "shortest_sum and needs_wait. Instances that already carry optima are checked.",
+    )
     p.add_argument("instances", type=Path)
     p.add_argument("-o", "--output", type=Path, required=True)
     p.add_argument("--node-budget", type=int, default=None, help="solver node budget per instance")
@@ -44,7 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("-o", "--output", type=Path, required=True)
     b.add_argument("--workers", type=int, default=None, help="processes (default: 2)")
     b.set_defaults(func=cmd_benchmark_build)
-    b = bsub.add_parser("validation", help="build a validation set of the benchmark's shape, disjoint from it")
+    b = bsub.add_parser(
+        "validation", help="build a validation set of the benchmark's shape, disjoint from it"
+    )
     b.add_argument("-o", "--output", type=Path, required=True)
     b.add_argument("--per-cell", type=int, default=None, help="instances per cell and subset (default 4)")
     b.add_argument("--seed", type=int, default=None)
@@ -53,8 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     b = bsub.add_parser("info", help="where the packaged benchmark lies, its hash and shape")
     b.set_defaults(func=cmd_benchmark_info)
 
-    p = sub.add_parser("score", help="score a responses file: the paper's table",
-                       description='Score responses ({"id": ..., "response": "..."} per line) against instances.')
+    p = sub.add_parser(
+        "score",
+        help="score a responses file: the paper's table",
+        description='Score responses ({"id": ..., "response": "..."} per line) against instances.',
+    )
     p.add_argument("instances", type=Path, help="instance file (.jsonl); 'benchmark' for the packaged one")
     p.add_argument("responses", type=Path)
     p.add_argument("--json", type=Path, dest="json_out", help="write verdicts and the table as JSON here")
@@ -86,18 +96,27 @@ def cmd_generate(args: argparse.Namespace) -> int:
         instances = generate_round(config, args.seed, split=args.split or "train", progress=True)
     else:
         if args.size is None:
-            raise ConfigError("give --size N (with --agents, --hole-ratio, --wait-ratio, -n) or --config ROUND.yaml")
+            raise ConfigError(
+                "give --size N (with --agents, --hole-ratio, --wait-ratio, -n) or --config ROUND.yaml"
+            )
         _check_range("--size", args.size, 2, 64)
         _check_range("--agents", args.agents, 1, 16)
         _check_range("--hole-ratio", args.hole_ratio, 0.0, 0.5)
         _check_range("--wait-ratio", args.wait_ratio, 0.0, 1.0)
         _check_range("-n", args.count, 1, 10_000_000)
         if 2 * args.agents > args.size * args.size:
-            raise ConfigError(f"{args.agents} agents do not fit on a {args.size}x{args.size} grid; use fewer agents")
+            raise ConfigError(
+                f"{args.agents} agents do not fit on a {args.size}x{args.size} grid; use fewer agents"
+            )
         instances = generate_cell(
-            num_agents=args.agents, size=args.size, count=args.count,
-            wait_count=counts_for(args.count, args.wait_ratio), seed=args.seed, split=args.split or "custom",
-            hole_ratio=args.hole_ratio, unique=False,
+            num_agents=args.agents,
+            size=args.size,
+            count=args.count,
+            wait_count=counts_for(args.count, args.wait_ratio),
+            seed=args.seed,
+            split=args.split or "custom",
+            hole_ratio=args.hole_ratio,
+            unique=False,
         )
     save_instances(instances, args.output)
     waits = sum(bool(i.needs_wait) for i in instances)
@@ -124,15 +143,23 @@ def cmd_solve(args: argparse.Namespace) -> int:
             out.append(inst)
             continue
         if inst.solved and (inst.optimal_soc, inst.optimal_makespan) != (sol.soc, sol.makespan):
-            print(f"{inst.id}: file says SoC {inst.optimal_soc} / makespan {inst.optimal_makespan}, "
-                  f"solver finds {sol.soc} / {sol.makespan}", file=sys.stderr)
+            print(
+                f"{inst.id}: file says SoC {inst.optimal_soc} / makespan {inst.optimal_makespan}, "
+                f"solver finds {sol.soc} / {sol.makespan}",
+                file=sys.stderr,
+            )
             mismatches += 1
-        out.append(inst.with_optimum(optimal_soc=sol.soc, optimal_makespan=sol.makespan,
-                                     shortest_sum=sol.shortest_sum))
+        out.append(
+            inst.with_optimum(
+                optimal_soc=sol.soc, optimal_makespan=sol.makespan, shortest_sum=sol.shortest_sum
+            )
+        )
     save_instances(out, args.output)
-    print(f"solved {len(out) - failed} of {len(out)} instances -> {args.output}"
-          + (f"; {mismatches} stated optima were wrong (corrected)" if mismatches else "")
-          + (f"; {failed} unsolved (left without optima)" if failed else ""))
+    print(
+        f"solved {len(out) - failed} of {len(out)} instances -> {args.output}"
+        + (f"; {mismatches} stated optima were wrong (corrected)" if mismatches else "")
+        + (f"; {failed} unsolved (left without optima)" if failed else "")
+    )
     return 1 if failed or mismatches else 0
 
 
@@ -151,8 +178,10 @@ def cmd_benchmark_validation(args: argparse.Namespace) -> int:
     from envengineer.mapf.instance import save_instances
 
     instances = bm.build_validation_set(
-        per_cell=args.per_cell or bm.VALIDATION_PER_CELL, seed=args.seed if args.seed is not None else bm.VALIDATION_SEED,
-        workers=args.workers, progress=True,
+        per_cell=args.per_cell or bm.VALIDATION_PER_CELL,
+        seed=args.seed if args.seed is not None else bm.VALIDATION_SEED,
+        workers=args.workers,
+        progress=True,
     )
     save_instances(instances, args.output)
     print(f"wrote {len(instances)} validation instances to {args.output}")
@@ -165,8 +194,10 @@ def cmd_benchmark_info(args: argparse.Namespace) -> int:
     path = bm.benchmark_path()
     print(f"path:    {path}")
     print(f"sha256:  {bm.sha256_file(path)} (expected {bm.BENCHMARK_SHA256})")
-    print(f"shape:   agents {list(bm.AGENTS)}, sizes k..{bm.MAX_SIZE}, subsets {list(bm.SUBSETS)}, "
-          f"{bm.PER_CELL} per cell and subset = {len(bm.cells()) * len(bm.SUBSETS) * bm.PER_CELL} instances")
+    print(
+        f"shape:   agents {list(bm.AGENTS)}, sizes k..{bm.MAX_SIZE}, subsets {list(bm.SUBSETS)}, "
+        f"{bm.PER_CELL} per cell and subset = {len(bm.cells()) * len(bm.SUBSETS) * bm.PER_CELL} instances"
+    )
     return 0
 
 
@@ -196,12 +227,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         inst = matches[0]
     else:
         if not 0 <= args.index < len(instances):
-            raise InstanceFormatError(f"--index {args.index} is out of range; the file has {len(instances)} instances")
+            raise InstanceFormatError(
+                f"--index {args.index} is out of range; the file has {len(instances)} instances"
+            )
         inst = instances[args.index]
     print(f"{inst.id}: {inst.size}x{inst.size}, {inst.num_agents} agents, hole ratio {inst.hole_ratio:.2f}")
     if inst.solved:
-        print(f"optimal SoC {inst.optimal_soc}, optimal makespan {inst.optimal_makespan}, "
-              f"shortest sum {inst.shortest_sum}, needs a wait: {inst.needs_wait}")
+        print(
+            f"optimal SoC {inst.optimal_soc}, optimal makespan {inst.optimal_makespan}, "
+            f"shortest sum {inst.shortest_sum}, needs a wait: {inst.needs_wait}"
+        )
     print(render_board(inst))
     if args.prompt:
         print("\n--- prompt ---")
@@ -223,14 +258,14 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
-def _load(path: Path):  # noqa: ANN202
+def _load(path: Path):
     from envengineer.mapf.benchmark import load_benchmark
     from envengineer.mapf.instance import load_instances
 
     return load_benchmark() if str(path) == "benchmark" else load_instances(path)
 
 
-def _require_solved(instances, path: Path) -> None:  # noqa: ANN001
+def _require_solved(instances, path: Path) -> None:
     unsolved = [i.id for i in instances if not i.solved]
     if unsolved:
         raise InstanceFormatError(
@@ -248,4 +283,6 @@ def _id_entropy(instance_id: str) -> tuple[int, ...]:
     """A stable integer tuple from an id (Python's str hash is salted per process)."""
     import hashlib
 
-    return tuple(int.from_bytes(hashlib.sha256(instance_id.encode()).digest()[i : i + 4], "big") for i in (0, 4))
+    return tuple(
+        int.from_bytes(hashlib.sha256(instance_id.encode()).digest()[i : i + 4], "big") for i in (0, 4)
+    )

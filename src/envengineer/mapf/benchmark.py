@@ -47,15 +47,26 @@ def cells(agents: Sequence[int] = AGENTS, max_size: int = MAX_SIZE) -> list[tupl
     return [(k, n) for k in agents for n in range(k, max_size + 1)]
 
 
-def _build_cell(cell: tuple[int, int], *, seed: int, split: str, per_cell: int, exclude: frozenset[str]) -> list[Instance]:
+def _build_cell(
+    cell: tuple[int, int], *, seed: int, split: str, per_cell: int, exclude: frozenset[str]
+) -> list[Instance]:
     k, n = cell
     out: list[Instance] = []
     taken = set(exclude)
     for stream, (name, ratio) in enumerate(SUBSETS.items()):
         batch = generate_cell(
-            num_agents=k, size=n, count=per_cell, wait_count=counts_for(per_cell, ratio), seed=seed, split=split,
-            hole_ratio=None, stream=stream, id_prefix=f"{k}agents_{n}x{n}_{name.replace('_', '')}",
-            exclude=taken, unique=True, meta={"subset": name},
+            num_agents=k,
+            size=n,
+            count=per_cell,
+            wait_count=counts_for(per_cell, ratio),
+            seed=seed,
+            split=split,
+            hole_ratio=None,
+            stream=stream,
+            id_prefix=f"{k}agents_{n}x{n}_{name.replace('_', '')}",
+            exclude=taken,
+            unique=True,
+            meta={"subset": name},
         )
         taken.update(inst.board_hash() for inst in batch)
         out.extend(batch)
@@ -63,10 +74,17 @@ def _build_cell(cell: tuple[int, int], *, seed: int, split: str, per_cell: int, 
 
 
 def build_set(
-    *, seed: int, split: str, per_cell: int, agents: Sequence[int] = AGENTS, max_size: int = MAX_SIZE,
-    exclude: Iterable[str] = (), workers: int | None = None, progress: bool = False,
+    *,
+    seed: int,
+    split: str,
+    per_cell: int,
+    agents: Sequence[int] = AGENTS,
+    max_size: int = MAX_SIZE,
+    exclude: Iterable[str] = (),
+    workers: int | None = None,
+    progress: bool = False,
 ) -> list[Instance]:
-    """Build a benchmark-shaped set, cells in parallel processes; the result does not depend on ``workers``."""
+    """Build a benchmark-shaped set, cells in parallel processes; ``workers`` does not change the result."""
     todo = cells(agents, max_size)
     job = partial(_build_cell, seed=seed, split=split, per_cell=per_cell, exclude=frozenset(exclude))
     workers = workers if workers is not None else min(2, len(todo))
@@ -97,17 +115,32 @@ def build_set(
 
 def build_benchmark(*, workers: int | None = None, progress: bool = False) -> list[Instance]:
     """The 3,150-instance benchmark, exactly as shipped."""
-    return build_set(seed=BENCHMARK_SEED, split="benchmark", per_cell=PER_CELL, workers=workers, progress=progress)
+    return build_set(
+        seed=BENCHMARK_SEED, split="benchmark", per_cell=PER_CELL, workers=workers, progress=progress
+    )
 
 
 def build_validation_set(
-    per_cell: int = VALIDATION_PER_CELL, *, seed: int = VALIDATION_SEED, agents: Sequence[int] = AGENTS,
-    max_size: int = MAX_SIZE, workers: int | None = None, progress: bool = False,
+    per_cell: int = VALIDATION_PER_CELL,
+    *,
+    seed: int = VALIDATION_SEED,
+    agents: Sequence[int] = AGENTS,
+    max_size: int = MAX_SIZE,
+    workers: int | None = None,
+    progress: bool = False,
 ) -> list[Instance]:
     """A validation set of the benchmark's shape (``per_cell`` per cell and subset), disjoint from it."""
     exclude = {inst.board_hash() for inst in load_benchmark()}
-    return build_set(seed=seed, split="validation", per_cell=per_cell, agents=agents, max_size=max_size,
-                     exclude=exclude, workers=workers, progress=progress)
+    return build_set(
+        seed=seed,
+        split="validation",
+        per_cell=per_cell,
+        agents=agents,
+        max_size=max_size,
+        exclude=exclude,
+        workers=workers,
+        progress=progress,
+    )
 
 
 def benchmark_path() -> Path:
@@ -118,7 +151,9 @@ def load_benchmark() -> list[Instance]:
     """The packaged benchmark (3,150 instances)."""
     path = benchmark_path()
     if not path.exists():
-        raise InstanceFormatError(f"{path} is missing; rebuild it with `envengineer benchmark build -o {path}`")
+        raise InstanceFormatError(
+            f"{path} is missing; rebuild it with `envengineer benchmark build -o {path}`"
+        )
     return load_instances(path)
 
 

@@ -44,7 +44,9 @@ class SizeConfig(BaseModel):
         ge=0.0, le=HOLE_RATIO_MAX, description="Share of the grid's cells that are holes, in [0, 0.5]."
     )
     wait_ratio: float = Field(
-        ge=0.0, le=1.0, description="Share of the instances at this size whose optimum needs a wait, in [0, 1]."
+        ge=0.0,
+        le=1.0,
+        description="Share of the instances at this size whose optimum needs a wait, in [0, 1].",
     )
 
 
@@ -62,9 +64,14 @@ class RoundConfig(BaseModel):
     sizes: dict[int, SizeConfig] = Field(
         description="Per map size n (an n x n grid): data_ratio, hole_ratio and wait_ratio.", min_length=1
     )
-    num_agents: int = Field(default=2, ge=1, le=16, description="Agents per instance (2 in the paper's training).")
+    num_agents: int = Field(
+        default=2, ge=1, le=16, description="Agents per instance (2 in the paper's training)."
+    )
     num_samples: int = Field(
-        default=4000, ge=1, le=1_000_000, description="Instances generated for the round (4,000 in the paper)."
+        default=4000,
+        ge=1,
+        le=1_000_000,
+        description="Instances generated for the round (4,000 in the paper).",
     )
 
     @field_validator("sizes", mode="before")
@@ -92,7 +99,7 @@ class RoundConfig(BaseModel):
         ratios = self.normalised_ratios()
         counts = largest_remainder(list(ratios.values()), self.num_samples)
         out = {}
-        for (n, _), count in zip(ratios.items(), counts):
+        for (n, _), count in zip(ratios.items(), counts, strict=True):
             w = self.sizes[n].wait_ratio
             out[n] = (count, largest_remainder([w, 1.0 - w], count)[0])
         return out
@@ -154,7 +161,11 @@ def largest_remainder(weights: Sequence[float], total: int) -> list[int]:
 
 
 def random_config(
-    rng: np.random.Generator, space: ConfigSpace = DEFAULT_SPACE, *, num_agents: int = 2, num_samples: int = 4000
+    rng: np.random.Generator,
+    space: ConfigSpace = DEFAULT_SPACE,
+    *,
+    num_agents: int = 2,
+    num_samples: int = 4000,
 ) -> RoundConfig:
     """A configuration drawn uniformly from the legal space (data ratios from a flat Dirichlet).
 
@@ -170,7 +181,7 @@ def random_config(
             "hole_ratio": round(float(rng.uniform(0.0, space.hole_ratio_max)), 3),
             "wait_ratio": round(float(rng.uniform(0.0, 1.0)), 3),
         }
-        for n, r in zip(space.sizes, ratios)
+        for n, r in zip(space.sizes, ratios, strict=True)
     }
     if all(s["data_ratio"] == 0 for s in sizes.values()):
         for s in sizes.values():
@@ -212,13 +223,17 @@ def project(proposal: Any, previous: RoundConfig, space: ConfigSpace = DEFAULT_S
     if isinstance(body, Mapping) and "sizes" in body:
         for key in ("num_agents", "num_samples"):
             if key in body and _number(body[key]) != getattr(previous, key):
-                changes.append(f"{key} is set by the experiment: kept {getattr(previous, key)}, ignored {body[key]!r}")
+                changes.append(
+                    f"{key} is set by the experiment: kept {getattr(previous, key)}, ignored {body[key]!r}"
+                )
         for key in body:
             if key not in ("sizes", "num_agents", "num_samples"):
                 changes.append(f"dropped unknown top-level key {key!r}")
         body = body["sizes"]
     if not isinstance(body, Mapping):
-        changes.append(f"proposal has no per-size mapping (got {type(body).__name__}); kept the previous sizes")
+        changes.append(
+            f"proposal has no per-size mapping (got {type(body).__name__}); kept the previous sizes"
+        )
         body = {}
 
     proposed: dict[int, Any] = {}
@@ -236,7 +251,11 @@ def project(proposal: Any, previous: RoundConfig, space: ConfigSpace = DEFAULT_S
             continue
         proposed[n] = value
 
-    bounds = {"data_ratio": (0.0, math.inf), "hole_ratio": (0.0, space.hole_ratio_max), "wait_ratio": (0.0, 1.0)}
+    bounds = {
+        "data_ratio": (0.0, math.inf),
+        "hole_ratio": (0.0, space.hole_ratio_max),
+        "wait_ratio": (0.0, 1.0),
+    }
     raw_sizes: dict[int, dict[str, float]] = {}
     for n in space.sizes:
         prev = previous.sizes.get(n)
@@ -247,7 +266,9 @@ def project(proposal: Any, previous: RoundConfig, space: ConfigSpace = DEFAULT_S
             continue
         entry = proposed[n]
         if not isinstance(entry, Mapping):
-            changes.append(f"size {n}: expected an object with data/hole/wait ratios; kept the previous values")
+            changes.append(
+                f"size {n}: expected an object with data/hole/wait ratios; kept the previous values"
+            )
             raw_sizes[n] = dict(prev_vals)
             continue
         for key in entry:
@@ -290,14 +311,19 @@ def validate_proposal(proposal: Any, space: ConfigSpace = DEFAULT_SPACE) -> list
     if not isinstance(proposal, Mapping):
         return [f"the configuration must be a JSON object, got {type(proposal).__name__}"]
     try:
-        cfg = RoundConfig.model_validate({**proposal, "num_agents": 2, "num_samples": 1}
-                                         if "sizes" in proposal else {"sizes": proposal})
+        cfg = RoundConfig.model_validate(
+            {**proposal, "num_agents": 2, "num_samples": 1} if "sizes" in proposal else {"sizes": proposal}
+        )
     except ValidationError as exc:
         return [format_validation_error(exc, max_errors=10)]
-    return [f"size {n} is not a legal size; use one of {list(space.sizes)}" for n in cfg.sizes
-            if n not in space.sizes] + [
+    return [
+        f"size {n} is not a legal size; use one of {list(space.sizes)}"
+        for n in cfg.sizes
+        if n not in space.sizes
+    ] + [
         f"size {n}: hole_ratio {s.hole_ratio} is above {space.hole_ratio_max}"
-        for n, s in cfg.sizes.items() if s.hole_ratio > space.hole_ratio_max
+        for n, s in cfg.sizes.items()
+        if s.hole_ratio > space.hole_ratio_max
     ]
 
 

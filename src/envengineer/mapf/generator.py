@@ -82,8 +82,14 @@ def sample_board(
     return grid, tuple(divmod(s, size) for s in starts), tuple(divmod(g, size) for g in goals)
 
 
-def generate_instance(target: Target, seed: Sequence[int], *, instance_id: str,
-                      exclude: Iterable[str] | None = None, meta: dict | None = None) -> Instance:
+def generate_instance(
+    target: Target,
+    seed: Sequence[int],
+    *,
+    instance_id: str,
+    exclude: Iterable[str] | None = None,
+    meta: dict | None = None,
+) -> Instance:
     """Draw boards from the stream of ``seed`` until one meets ``target``; solve it exactly.
 
     Args:
@@ -110,8 +116,14 @@ def generate_instance(target: Target, seed: Sequence[int], *, instance_id: str,
         if (sol.soc > sol.shortest_sum) != target.needs_wait:
             continue
         inst = Instance(
-            id=instance_id, grid=grid, starts=starts, goals=goals, optimal_soc=sol.soc,
-            optimal_makespan=sol.makespan, shortest_sum=sol.shortest_sum, seed=tuple(int(x) for x in seed),
+            id=instance_id,
+            grid=grid,
+            starts=starts,
+            goals=goals,
+            optimal_soc=sol.soc,
+            optimal_makespan=sol.makespan,
+            shortest_sum=sol.shortest_sum,
+            seed=tuple(int(x) for x in seed),
             meta=dict(meta or {}),
         )
         if inst.board_hash() in excluded:
@@ -126,9 +138,19 @@ def generate_instance(target: Target, seed: Sequence[int], *, instance_id: str,
 
 
 def generate_cell(
-    *, num_agents: int, size: int, count: int, wait_count: int, seed: int, split: str,
-    hole_ratio: float | None = None, stream: int = 0, id_prefix: str | None = None,
-    exclude: Iterable[str] = (), unique: bool = True, meta: dict | None = None,
+    *,
+    num_agents: int,
+    size: int,
+    count: int,
+    wait_count: int,
+    seed: int,
+    split: str,
+    hole_ratio: float | None = None,
+    stream: int = 0,
+    id_prefix: str | None = None,
+    exclude: Iterable[str] = (),
+    unique: bool = True,
+    meta: dict | None = None,
 ) -> list[Instance]:
     """``count`` instances of one (agents, size) cell, exactly ``wait_count`` of which need a wait.
 
@@ -153,7 +175,9 @@ def generate_cell(
         if h is None:
             h = float(np.random.default_rng(np.random.SeedSequence((*seed_tuple, 1))).uniform(0.0, 0.5))
         target = Target(num_agents=num_agents, size=size, hole_ratio=h, needs_wait=i < wait_count)
-        inst = generate_instance(target, seed_tuple, instance_id=f"{prefix}_{i:06d}", exclude=excluded, meta=meta)
+        inst = generate_instance(
+            target, seed_tuple, instance_id=f"{prefix}_{i:06d}", exclude=excluded, meta=meta
+        )
         if unique:
             excluded.add(inst.board_hash())
         out.append(inst)
@@ -161,7 +185,11 @@ def generate_cell(
 
 
 def generate_round(
-    config: RoundConfig, seed: int, *, split: str = "train", exclude: Iterable[str] = frozenset(),
+    config: RoundConfig,
+    seed: int,
+    *,
+    split: str = "train",
+    exclude: Iterable[str] = frozenset(),
     progress: bool = False,
 ) -> list[Instance]:
     """All instances of a training round: exact counts per size and per needs-wait (SPEC §3), shuffled.
@@ -175,15 +203,24 @@ def generate_round(
     instances: list[Instance] = []
     for size, (count, wait_count) in alloc.items():
         cell = generate_cell(
-            num_agents=config.num_agents, size=size, count=count, wait_count=wait_count, seed=seed,
-            split=split, hole_ratio=config.sizes[size].hole_ratio, exclude=excluded, unique=False,
+            num_agents=config.num_agents,
+            size=size,
+            count=count,
+            wait_count=wait_count,
+            seed=seed,
+            split=split,
+            hole_ratio=config.sizes[size].hole_ratio,
+            exclude=excluded,
+            unique=False,
         )
         instances.extend(cell)
         if bar is not None:
             bar.update(len(cell))
     if bar is not None:
         bar.close()
-    order = np.random.default_rng(np.random.SeedSequence((seed, SPLITS[split], 0x5F0F))).permutation(len(instances))
+    order = np.random.default_rng(np.random.SeedSequence((seed, SPLITS[split], 0x5F0F))).permutation(
+        len(instances)
+    )
     return [instances[i] for i in order.tolist()]
 
 
@@ -208,8 +245,12 @@ def _components(flat: list[str], size: int) -> list[int]:
         while stack:
             j = stack.pop()
             r, c = divmod(j, size)
-            for k in (j - size if r > 0 else -1, j + size if r < size - 1 else -1,
-                      j - 1 if c > 0 else -1, j + 1 if c < size - 1 else -1):
+            for k in (
+                j - size if r > 0 else -1,
+                j + size if r < size - 1 else -1,
+                j - 1 if c > 0 else -1,
+                j + 1 if c < size - 1 else -1,
+            ):
                 if k >= 0 and comp[k] < 0 and flat[k] == FROZEN:
                     comp[k] = label
                     stack.append(k)
@@ -217,7 +258,7 @@ def _components(flat: list[str], size: int) -> list[int]:
     return comp
 
 
-def _progress(total: int, enabled: bool, desc: str):  # noqa: ANN202 - tqdm or None
+def _progress(total: int, enabled: bool, desc: str):
     if not enabled:
         return None
     from tqdm import tqdm

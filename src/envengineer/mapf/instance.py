@@ -179,17 +179,23 @@ def board_hash(grid: Iterable[str], starts: Iterable[Cell], goals: Iterable[Cell
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _check_board(where: str, grid: tuple[str, ...], starts: tuple[Cell, ...], goals: tuple[Cell, ...]) -> None:
+def _check_board(
+    where: str, grid: tuple[str, ...], starts: tuple[Cell, ...], goals: tuple[Cell, ...]
+) -> None:
     n = len(grid)
     if n < 2:
         raise InstanceFormatError(f"{where}: the grid needs at least 2 rows, got {n}")
     for i, row in enumerate(grid):
         if len(row) != n:
-            raise InstanceFormatError(f"{where}: the grid must be square; row {i} has {len(row)} cells, not {n}")
+            raise InstanceFormatError(
+                f"{where}: the grid must be square; row {i} has {len(row)} cells, not {n}"
+            )
         if set(row) - {FROZEN, HOLE}:
             raise InstanceFormatError(f"{where}: row {i} {row!r} may hold only '.' (frozen) and 'H' (hole)")
     if len(starts) != len(goals):
-        raise InstanceFormatError(f"{where}: {len(starts)} starts but {len(goals)} goals; give one of each per agent")
+        raise InstanceFormatError(
+            f"{where}: {len(starts)} starts but {len(goals)} goals; give one of each per agent"
+        )
     if not starts:
         raise InstanceFormatError(f"{where}: an instance needs at least one agent")
     for label, cells in (("start", starts), ("goal", goals)):
@@ -197,10 +203,12 @@ def _check_board(where: str, grid: tuple[str, ...], starts: tuple[Cell, ...], go
             raise InstanceFormatError(f"{where}: two agents share a {label} cell; {label}s must be distinct")
         for i, (r, c) in enumerate(cells):
             if not (0 <= r < n and 0 <= c < n):
-                raise InstanceFormatError(f"{where}: agent {i}'s {label} {(r, c)} is outside the {n}x{n} grid")
+                raise InstanceFormatError(
+                    f"{where}: agent {i}'s {label} {(r, c)} is outside the {n}x{n} grid"
+                )
             if grid[r][c] != FROZEN:
                 raise InstanceFormatError(f"{where}: agent {i}'s {label} {(r, c)} is on a hole")
-    for i, (s, g) in enumerate(zip(starts, goals)):
+    for i, (s, g) in enumerate(zip(starts, goals, strict=True)):
         if s == g:
             raise InstanceFormatError(f"{where}: agent {i} starts on its own goal {s}; move the goal")
 
@@ -238,7 +246,7 @@ def _seed(v: Any, where: str) -> tuple[int, ...]:
 def _open_text(path: Path, mode: str) -> io.TextIOBase:
     if path.suffix == ".gz":
         return gzip.open(path, mode + "t", encoding="utf-8")  # type: ignore[return-value]
-    return open(path, mode, encoding="utf-8")  # noqa: SIM115
+    return open(path, mode, encoding="utf-8")
 
 
 def iter_instances(path: str | Path) -> Iterator[Instance]:
@@ -254,7 +262,9 @@ def iter_instances(path: str | Path) -> Iterator[Instance]:
             try:
                 d = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InstanceFormatError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+                raise InstanceFormatError(
+                    f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
             yield Instance.from_dict(d, where=where)
 
 

@@ -27,7 +27,7 @@ def optimal_plan(instance: Instance, rng: np.random.Generator) -> Plan:
 def greedy_plan(instance: Instance, rng: np.random.Generator) -> Plan:
     """Each agent walks one of its shortest paths (ties broken at random), ignoring the other agents."""
     plan = []
-    for start, goal in zip(instance.starts, instance.goals):
+    for start, goal in zip(instance.starts, instance.goals, strict=True):
         dist = distance_map(instance.grid, goal)
         cell: Cell = start
         actions: list[str] = []
@@ -83,6 +83,6 @@ def respond(policy: str, instance: Instance, rng: np.random.Generator) -> str:
     return format_answer(fn(instance, rng))
 
 
-def _dist(dist, cell: Cell) -> int | None:  # noqa: ANN001 - the solver's distance map
+def _dist(dist, cell: Cell) -> int | None:
     d = dist[cell[0]][cell[1]]
     return None if d is None or d < 0 else int(d)

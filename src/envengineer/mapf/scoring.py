@@ -48,12 +48,15 @@ class ScoreReport:
         """``{agents: {"sizes": {size: {n, valid, optimal}}, "sum": {valid, optimal}}}`` in percent."""
         table: dict[str, Any] = {}
         for agents, sizes in self.cells().items():
-            rows = {str(n): {"n": len(v), "valid": _pct(v, "valid"), "optimal": _pct(v, "optimal")}
-                    for n, v in sizes.items()}
+            rows = {
+                str(n): {"n": len(v), "valid": _pct(v, "valid"), "optimal": _pct(v, "optimal")}
+                for n, v in sizes.items()
+            }
             table[str(agents)] = {
                 "sizes": rows,
                 "sum": {
-                    key: round(sum(r[key] for r in rows.values()) / len(rows), 2) for key in ("valid", "optimal")
+                    key: round(sum(r[key] for r in rows.values()) / len(rows), 2)
+                    for key in ("valid", "optimal")
                 },
             }
         return table
@@ -84,9 +87,21 @@ class ScoreReport:
         verdicts = []
         for inst in self.instances:
             v = self.verdicts[inst.id]
-            verdicts.append({"id": inst.id, "num_agents": inst.num_agents, "size": inst.size,
-                             **v.to_dict(), "tokens": self.tokens.get(inst.id)})
-        return {"summary": self.summary(), "table": self.table(), "failures": self.failures(), "verdicts": verdicts}
+            verdicts.append(
+                {
+                    "id": inst.id,
+                    "num_agents": inst.num_agents,
+                    "size": inst.size,
+                    **v.to_dict(),
+                    "tokens": self.tokens.get(inst.id),
+                }
+            )
+        return {
+            "summary": self.summary(),
+            "table": self.table(),
+            "failures": self.failures(),
+            "verdicts": verdicts,
+        }
 
     def markdown(self) -> str:
         """The paper-style table: one row per agent count, ``valid / optimal`` per size, then Sum."""
@@ -99,16 +114,25 @@ class ScoreReport:
             for n in sizes:
                 r = t["sizes"].get(str(n))
                 cells.append(f"{r['valid']:.1f} / {r['optimal']:.1f}" if r else "")
-            lines.append(f"| {agents} | " + " | ".join(cells) + f" | {t['sum']['valid']:.2f} / {t['sum']['optimal']:.2f} |")
+            lines.append(
+                f"| {agents} | "
+                + " | ".join(cells)
+                + f" | {t['sum']['valid']:.2f} / {t['sum']['optimal']:.2f} |"
+            )
         s = self.summary()
         lines.append("")
-        lines.append(f"valid / optimal %, {s['n']} instances; overall {s['valid']:.2f} / {s['optimal']:.2f}"
-                     f" (makespan-optimal {s['makespan_optimal']:.2f})")
+        lines.append(
+            f"valid / optimal %, {s['n']} instances; overall {s['valid']:.2f} / {s['optimal']:.2f}"
+            f" (makespan-optimal {s['makespan_optimal']:.2f})"
+        )
         return "\n".join(lines)
 
 
-def score(instances: Sequence[Instance], responses: Mapping[str, str],
-          tokens: Mapping[str, int | None] | None = None) -> ScoreReport:
+def score(
+    instances: Sequence[Instance],
+    responses: Mapping[str, str],
+    tokens: Mapping[str, int | None] | None = None,
+) -> ScoreReport:
     """Validate every instance's response and aggregate.
 
     >>> from envengineer.mapf.instance import Instance
@@ -118,15 +142,18 @@ def score(instances: Sequence[Instance], responses: Mapping[str, str],
     """
     unknown = set(responses) - {i.id for i in instances}
     if unknown:
-        log.warning("%d responses name ids that are not in the instance file (e.g. %r); ignored",
-                    len(unknown), sorted(unknown)[0])
+        log.warning(
+            "%d responses name ids that are not in the instance file (e.g. %r); ignored",
+            len(unknown),
+            sorted(unknown)[0],
+        )
     verdicts = {inst.id: validate(inst, responses.get(inst.id, "")) for inst in instances}
     toks = {k: int(v) for k, v in (tokens or {}).items() if v is not None}
     return ScoreReport(instances=tuple(instances), verdicts=verdicts, tokens=toks)
 
 
 def load_responses(path: str | Path) -> tuple[dict[str, str], dict[str, int | None]]:
-    """Read a responses file: JSON Lines of ``{"id": ..., "response": "..."}`` (optional ``completion_tokens``).
+    """Read a responses file: JSON Lines of ``{"id": ..., "response": "..."}`` (and ``completion_tokens``).
 
     When an id appears more than once, the last line wins (a resumed evaluation appends).
     """
@@ -143,7 +170,11 @@ def load_responses(path: str | Path) -> tuple[dict[str, str], dict[str, int | No
                 d = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InstanceFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(d, dict) or "id" not in d or not isinstance(d.get("response", ""), (str, type(None))):
+            if (
+                not isinstance(d, dict)
+                or "id" not in d
+                or not isinstance(d.get("response", ""), (str, type(None)))
+            ):
                 raise InstanceFormatError(f'{path}:{lineno}: expected {{"id": ..., "response": "..."}}')
             responses[str(d["id"])] = d.get("response") or ""
             tokens[str(d["id"])] = d.get("completion_tokens", d.get("tokens"))
@@ -151,4 +182,6 @@ def load_responses(path: str | Path) -> tuple[dict[str, str], dict[str, int | No
 
 
 def _pct(verdicts: Sequence[Verdict], attr: str) -> float:
-    return round(100.0 * sum(bool(getattr(v, attr)) for v in verdicts) / len(verdicts), 2) if verdicts else 0.0
+    return (
+        round(100.0 * sum(bool(getattr(v, attr)) for v in verdicts) / len(verdicts), 2) if verdicts else 0.0
+    )
