@@ -33,12 +33,13 @@ import logging
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envengineer.errors import ConfigError, EnvEngineerError
+from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.instance import Instance
 from envengineer.training.dataset import check_prompt_lengths, prompt_rows, write_manifest
 from envengineer.training.presets import GRPOPreset, default_preset_name, load_preset, preset_to_yaml
@@ -96,20 +97,13 @@ def train_round_from_config(
     Returns:
         The :class:`TrainResult`; ``metrics["timing"]["generate_s"]`` holds the generation time.
     """
-    from envengineer.mapf.generator import generate_round
-
     require_train_deps()
     resolved = _resolve_preset(preset)
     resolved.trl_options()  # fail on a bad preset before spending time on generation
     out = Path(out_dir)
-    t0 = time.perf_counter()
-    seed_data = seed if data_seed is None else data_seed
-    instances = generate_round(round_config, seed_data, split="train", exclude=exclude)
-    generate_s = time.perf_counter() - t0
-    log.info("generated %d training instances in %.1f s (seed %d)", len(instances), generate_s, seed_data)
-    if is_main_process():
-        write_manifest(instances, out / "manifest.jsonl")
-        round_config.save(out / "round.yaml")
+    instances, generate_s = generate_round_data(
+        round_config, out, seed=seed if data_seed is None else data_seed, exclude=exclude
+    )
     return train_round(
         model,
         instances,
@@ -241,6 +235,25 @@ def gpu_available() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+def generate_round_data(
+    round_config: RoundConfig, out_dir: Path, *, seed: int, exclude: Iterable[str] = frozenset()
+) -> tuple[list[Instance], float]:
+    """Generate a round's training instances and record them (``manifest.jsonl``, ``round.yaml``).
+
+    Returns the instances and the seconds generation took (reported as time spent outside the model).
+    """
+    from envengineer.mapf.generator import generate_round
+
+    t0 = time.perf_counter()
+    instances = generate_round(round_config, seed, split="train", exclude=exclude)
+    seconds = time.perf_counter() - t0
+    log.info("generated %d training instances in %.1f s (seed %d)", len(instances), seconds, seed)
+    if is_main_process():
+        write_manifest(instances, out_dir / "manifest.jsonl")
+        round_config.save(out_dir / "round.yaml")
+    return instances, seconds
 
 
 def is_main_process() -> bool:

@@ -18,12 +18,12 @@ from typing import Any
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.instance import Instance
-from envengineer.training.dataset import check_prompt_lengths, sft_rows, write_manifest
+from envengineer.training.dataset import check_prompt_lengths, sft_rows
 from envengineer.training.grpo import (
     Timing,
     TrainResult,
     collect_garbage,
-    is_main_process,
+    generate_round_data,
     load_tokenizer,
     note_preset_model,
     release,
@@ -63,19 +63,13 @@ def sft_from_config(
         exclude: Board hashes that must not appear (the validation and benchmark sets).
         max_steps: Stop after this many optimizer steps.
     """
-    from envengineer.mapf.generator import generate_round
-
     require_train_deps()
     resolved = _resolve_preset(preset)
     resolved.trl_options()
     out = Path(out_dir)
-    t0 = time.perf_counter()
-    seed_data = seed if data_seed is None else data_seed
-    instances = generate_round(round_config, seed_data, split="train", exclude=exclude)
-    generate_s = time.perf_counter() - t0
-    if is_main_process():
-        write_manifest(instances, out / "manifest.jsonl")
-        round_config.save(out / "round.yaml")
+    instances, generate_s = generate_round_data(
+        round_config, out, seed=seed if data_seed is None else data_seed, exclude=exclude
+    )
     return sft(
         model,
         instances,
