@@ -12,14 +12,17 @@ Usage::
 
     python benchmarks/bench_validator.py -n 20000
 
-The run is single-threaded. It prints the best of ``--repeat`` passes in wall-clock time and in CPU time
-of the process; on a machine whose cores are shared with other work, the CPU-time figure is the one that
-measures the code.
+The run is single-threaded. It prints the best, median and worst of ``--repeat`` passes in wall-clock time
+and in CPU time of the process, with the load average. On a machine whose cores are shared with other work
+even the CPU time of one pass varies by a third from pass to pass (cache and memory bandwidth are shared);
+quote the median, and the load average with it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import time
 from collections import Counter, deque
 
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("-n", "--responses", type=int, default=20000, help="responses to validate")
     ap.add_argument("--instances", type=int, default=500, help="distinct boards in the mix")
     ap.add_argument("--seed", type=int, default=0, help="seed of the board and response mix")
-    ap.add_argument("--repeat", type=int, default=3, help="timed passes; the best is reported")
+    ap.add_argument("--repeat", type=int, default=7, help="timed passes (best, median and worst reported)")
     ap.add_argument("--solve", action="store_true", help="use the exact solver's optima and optimal plans")
     args = ap.parse_args(argv)
 
@@ -154,27 +157,31 @@ def main(argv: list[str] | None = None) -> None:
         inst, paths = boards[int(rng.integers(len(boards)))]
         work.append((inst, random_response(rng, inst, paths)))
 
+    load = os.getloadavg()
     verdicts = [validate(inst, text) for inst, text in work]  # warm-up and the category mix
     mix = Counter(v.failure or "optimal" for v in verdicts)
-    best_wall = best_cpu = float("inf")
+    walls, cpus = [], []
     for _ in range(args.repeat):
         w0, c0 = time.perf_counter(), time.process_time()
         for inst, text in work:
             validate(inst, text)
-        best_wall = min(best_wall, time.perf_counter() - w0)
-        best_cpu = min(best_cpu, time.process_time() - c0)
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
 
     agents = Counter(inst.num_agents for inst, _ in work)
     mean_chars = sum(len(text) for _, text in work) / len(work)
-    print(f"responses: {len(work)}  boards: {len(boards)}  agents: {dict(sorted(agents.items()))}")
-    print(f"mean response length: {mean_chars:.0f} chars")
-    print("verdict mix: " + ", ".join(f"{k} {100 * c / len(work):.1f}%" for k, c in mix.most_common()))
     n = len(work)
-    print(f"best of {args.repeat}, wall clock: {best_wall:.3f} s -> {n / best_wall:,.0f} responses/s")
-    print(
-        f"best of {args.repeat}, CPU time:   {best_cpu:.3f} s -> {n / best_cpu:,.0f} responses/s on one core"
-    )
-    print(f"({1e6 * best_cpu / n:.1f} us of CPU per response; wall and CPU differ when the core is shared)")
+    print(f"responses: {n}  boards: {len(boards)}  agents: {dict(sorted(agents.items()))}")
+    print(f"mean response length: {mean_chars:.0f} chars")
+    print("verdict mix: " + ", ".join(f"{k} {100 * c / n:.1f}%" for k, c in mix.most_common()))
+    print(f"load average before/after: {load[0]:.2f} / {os.getloadavg()[0]:.2f}")
+    for name, times in (("wall clock", walls), ("CPU time  ", cpus)):
+        rates = sorted(n / t for t in times)
+        print(
+            f"{name}: best {rates[-1]:,.0f}  median {statistics.median(rates):,.0f}  worst {rates[0]:,.0f} "
+            f"responses/s over {args.repeat} passes"
+        )
+    print(f"({1e6 * min(cpus) / n:.1f} us of CPU per response at best; wall and CPU differ when the core is shared)")
 
 
 if __name__ == "__main__":
