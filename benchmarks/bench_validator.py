@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{name}: best {rates[-1]:,.0f}  median {statistics.median(rates):,.0f}  worst {rates[0]:,.0f} "
             f"responses/s over {args.repeat} passes"
         )
-    print(f"({1e6 * min(cpus) / n:.1f} us of CPU per response at best; wall and CPU differ when the core is shared)")
+    print(f"({1e6 * min(cpus) / n:.1f} us of CPU per response at best; wall and CPU differ on a shared core)")
 
 
 if __name__ == "__main__":
