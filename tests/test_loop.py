@@ -15,9 +15,9 @@ from envengineer.errors import ConfigError
 from envengineer.loop.experiment import Experiment, plan
 from envengineer.loop.rundir import ROUND_STAGES, RunDir, read_json, read_jsonl
 from envengineer.loop.runner import Components, LoopRunner, round_seed, run_experiment, select_benchmark
-from envengineer.mapf.benchmark import build_set
 from envengineer.mapf.config import RoundConfig
-from envengineer.mapf.instance import load_instances, save_instances
+from envengineer.mapf.instance import load_instances
+from small_sets import write_small_sets
 
 pytest.importorskip("envengineer.evaluation")
 pytest.importorskip("envengineer.mapf.prompt")
@@ -27,20 +27,7 @@ pytest.importorskip("envengineer.mapf.prompt")
 @pytest.fixture(scope="module")
 def sets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A validation set and a stand-in benchmark of the real shape, small (3 agents, sizes 3..5)."""
-    d = tmp_path_factory.mktemp("sets")
-    bench = build_set(seed=11, split="benchmark", per_cell=1, agents=(3,), max_size=5, workers=1)
-    val = build_set(
-        seed=12,
-        split="validation",
-        per_cell=1,
-        agents=(3,),
-        max_size=5,
-        workers=1,
-        exclude={i.board_hash() for i in bench},
-    )
-    save_instances(bench, d / "benchmark.jsonl")
-    save_instances(val, d / "validation.jsonl")
-    return {"benchmark": d / "benchmark.jsonl", "validation": d / "validation.jsonl"}
+    return write_small_sets(tmp_path_factory.mktemp("sets"), 11)
 
 
 def make_experiment(sets: dict[str, Path], **over: Any) -> Experiment:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,7 @@ import pytest
 from envengineer.loop.experiment import Experiment
 from envengineer.loop.rundir import RunDir
 from envengineer.loop.runner import Components, run_experiment
-from envengineer.mapf.benchmark import build_set
-from envengineer.mapf.instance import save_instances
+from small_sets import write_small_sets
 
 pytest.importorskip("matplotlib")
 
@@ -46,17 +46,7 @@ def _trainer(
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("report")
-    bench = build_set(seed=31, split="benchmark", per_cell=1, agents=(3, 4), max_size=5, workers=1)
-    val = build_set(
-        seed=32,
-        split="validation",
-        per_cell=1,
-        agents=(3,),
-        max_size=5,
-        workers=1,
-        exclude={i.board_hash() for i in bench},
-    )
-    save_instances(bench, d / "benchmark.jsonl")
+    sets = write_small_sets(d, 31, bench_agents=(3, 4))
     out = {}
     for kind in ("random", "fixed"):
         exp = Experiment.model_validate(
@@ -66,13 +56,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                 "rounds": 3,
                 "samples_per_round": 6,
                 "validation": {"per_cell": 1, "agents": [3], "max_size": 5},
-                "evaluation": {"benchmark_path": str(d / "benchmark.jsonl")},
+                "evaluation": {"benchmark_path": str(sets["benchmark"])},
                 "engineer": {"kind": kind},
             }
         )
         run = d / kind
         run.mkdir()
-        save_instances(val, run / "validation_set.jsonl")
+        shutil.copyfile(sets["validation"], run / "validation_set.jsonl")
         run_experiment(exp, run, components=Components(trainer=_trainer, evaluator=_evaluator))
         out[kind] = run
     return out

@@ -23,8 +23,8 @@ import pytest
 
 from envengineer.loop.experiment import Experiment
 from envengineer.loop.rundir import ROUND_STAGES, RunDir, read_json, read_jsonl
-from envengineer.mapf.benchmark import build_set
-from envengineer.mapf.instance import load_instances, save_instances
+from envengineer.mapf.instance import load_instances
+from small_sets import write_small_sets
 
 pytest.importorskip("envengineer.evaluation")
 
@@ -105,18 +105,7 @@ if __name__ == "__main__":
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("resume")
-    bench = build_set(seed=21, split="benchmark", per_cell=1, agents=(3,), max_size=5, workers=1)
-    val = build_set(
-        seed=22,
-        split="validation",
-        per_cell=1,
-        agents=(3,),
-        max_size=5,
-        workers=1,
-        exclude={i.board_hash() for i in bench},
-    )
-    save_instances(bench, d / "benchmark.jsonl")
-    save_instances(val, d / "validation.jsonl")
+    write_small_sets(d, 21)
     exp = Experiment.model_validate(
         {
             "name": "t-resume",

@@ -1,0 +1,29 @@
+"""Small benchmark and validation sets of the real shape (sizes 3..5), shared by the loop tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from envengineer.mapf.benchmark import build_set
+from envengineer.mapf.instance import save_instances
+
+
+def write_small_sets(
+    directory: Path, seed: int, *, bench_agents: Sequence[int] = (3,), val_agents: Sequence[int] = (3,)
+) -> dict[str, Path]:
+    """Write ``benchmark.jsonl`` (seed) and a disjoint ``validation.jsonl`` (seed + 1), one board per cell."""
+    bench = build_set(seed=seed, split="benchmark", per_cell=1, agents=bench_agents, max_size=5, workers=1)
+    val = build_set(
+        seed=seed + 1,
+        split="validation",
+        per_cell=1,
+        agents=val_agents,
+        max_size=5,
+        workers=1,
+        exclude={i.board_hash() for i in bench},
+    )
+    paths = {"benchmark": directory / "benchmark.jsonl", "validation": directory / "validation.jsonl"}
+    save_instances(bench, paths["benchmark"])
+    save_instances(val, paths["validation"])
+    return paths
