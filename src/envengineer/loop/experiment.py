@@ -456,8 +456,8 @@ def parse_override(text: str) -> tuple[str, Any]:
 def demo_experiment() -> Experiment:
     """The CPU demo (``envengineer demo``): the self-engineer loop with the embedded model, 3 short rounds.
 
-    Sized to finish in under 20 minutes on 2 CPU cores, ending with the report; the same settings are in
-    ``experiments/cpu/demo.yaml``.
+    Sized to finish in under 20 minutes on 2 CPU cores (10 minutes measured on idle ones), ending with the
+    report; the same settings are in ``experiments/cpu/demo.yaml``.
     """
     return Experiment.model_validate(DEMO)
 
