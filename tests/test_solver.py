@@ -23,6 +23,7 @@ from envengineer.mapf.solver import (
     solve,
     solve_instance,
 )
+from envengineer.mapf.solver import cbs as solver_cbs
 
 OPEN3 = ("...", "...", "...")
 
@@ -183,8 +184,9 @@ def test_matches_brute_force_on_random_small_boards(seed, monkeypatch):
         want_makespan = None if want is None else oracle_makespan(grid, starts, goals)
         for name, overrides in STRATEGIES.items():
             with monkeypatch.context() as mp:
-                for attr, value in overrides.items():
-                    mp.setattr(solver_module, attr, value)
+                for attr, value in overrides.items():  # each setting is read where it is defined
+                    owner = solver_cbs if hasattr(solver_cbs, attr) else solver_module
+                    mp.setattr(owner, attr, value)
                 budget = 20_000 if name == "cbs-alone" else 1_000_000
                 if want is None:
                     # without merging, CBS proves only unreachable goals; otherwise it must give up

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "demo",
-        help="the whole loop on a CPU with the embedded model (about 10 minutes on 2 idle cores), then the report",
+        help="the whole loop on a CPU with the embedded model (10 min on 2 idle cores), then the report",
         description="Three short rounds of the self-engineer loop with the embedded SmolLM2-135M: GRPO, "
         "validation, the model writing its own next configuration, the benchmark subset, the report.",
     )

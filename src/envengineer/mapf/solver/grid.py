@@ -1,0 +1,128 @@
+"""Board helpers of the solver: grid and cell checks, neighbour lists, breadth-first distances, and the
+public helpers :func:`distance_map`, :func:`shortest_path_lengths` and :func:`paths_to_actions`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from envengineer.errors import InstanceFormatError
+from envengineer.mapf.instance import FROZEN, MOVES, Cell
+
+_INF = 1 << 30
+
+_STEP_NAME = {v: k for k, v in MOVES.items()}
+
+
+def _check_grid(grid: Sequence[str]) -> int:
+    n = len(grid)
+    if n == 0 or any(len(row) != n for row in grid):
+        raise InstanceFormatError("the grid must be a non-empty square list of row strings like '..H.'")
+    for i, row in enumerate(grid):
+        if set(row) - {FROZEN, "H"}:
+            raise InstanceFormatError(f"grid row {i} {row!r} may hold only '.' (frozen) and 'H' (hole)")
+    return n
+
+
+def _check_cell(grid: Sequence[str], cell: Cell, what: str) -> int:
+    n = len(grid)
+    r, c = int(cell[0]), int(cell[1])
+    if not (0 <= r < n and 0 <= c < n):
+        raise InstanceFormatError(f"{what} {(r, c)} is outside the {n}x{n} grid; use 0 <= row, col < {n}")
+    if grid[r][c] != FROZEN:
+        raise InstanceFormatError(f"{what} {(r, c)} is on a hole; put it on a frozen cell '.'")
+    return r * n + c
+
+
+def _neighbours(grid: Sequence[str]) -> list[tuple[int, ...]]:
+    """For every cell, the cells one action reaches: itself (``WAIT``) first, then the four moves."""
+    n = len(grid)
+    out: list[tuple[int, ...]] = []
+    for r in range(n):
+        for c in range(n):
+            if grid[r][c] != FROZEN:
+                out.append(())
+                continue
+            cells = [r * n + c]
+            for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+                rr, cc = r + dr, c + dc
+                if 0 <= rr < n and 0 <= cc < n and grid[rr][cc] == FROZEN:
+                    cells.append(rr * n + cc)
+            out.append(tuple(cells))
+    return out
+
+
+def _bfs(nbrs: list[tuple[int, ...]], source: int) -> list[int]:
+    dist = [_INF] * len(nbrs)
+    dist[source] = 0
+    queue = [source]
+    for u in queue:
+        du = dist[u] + 1
+        for v in nbrs[u]:
+            if dist[v] == _INF:
+                dist[v] = du
+                queue.append(v)
+    return dist
+
+
+def distance_map(grid: Sequence[str], goal: Cell) -> np.ndarray:
+    """BFS distance (number of moves) from every cell to ``goal``; ``-1`` for holes and unreachable cells.
+
+    Args:
+        grid: The rows of the square grid (``.`` frozen, ``H`` hole).
+        goal: The target cell ``(row, col)``; it must be frozen.
+
+    Returns:
+        An ``(n, n)`` integer array indexed ``[row, col]``.
+
+    >>> distance_map(["..", "H."], (1, 1)).tolist()
+    [[2, 1], [-1, 0]]
+    """
+    n = _check_grid(grid)
+    g = _check_cell(grid, goal, "goal")
+    dist = np.asarray(_bfs(_neighbours(grid), g), dtype=np.int64)
+    dist[dist >= _INF] = -1
+    return dist.reshape(n, n)
+
+
+def shortest_path_lengths(
+    grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell]
+) -> list[int | None]:
+    """Each agent's individual shortest-path length, ignoring the other agents (``None``: unreachable).
+
+    >>> shortest_path_lengths(["...", ".H.", "..."], [(0, 0), (1, 0)], [(2, 2), (1, 2)])
+    [4, 4]
+    """
+    _check_grid(grid)
+    if len(starts) != len(goals):
+        raise InstanceFormatError(f"{len(starts)} starts but {len(goals)} goals; give one of each per agent")
+    nbrs = _neighbours(grid)
+    out: list[int | None] = []
+    for i, (s, g) in enumerate(zip(starts, goals, strict=True)):
+        d = _bfs(nbrs, _check_cell(grid, g, f"agent {i}'s goal"))[_check_cell(grid, s, f"agent {i}'s start")]
+        out.append(None if d >= _INF else d)
+    return out
+
+
+def paths_to_actions(paths: Sequence[Sequence[Cell]]) -> list[list[str]]:
+    """Turn per-agent cell sequences into action names, dropping the trailing ``WAIT`` s on the goal.
+
+    >>> paths_to_actions([[(0, 0), (0, 1), (0, 1)], [(1, 1), (1, 1), (1, 0)]])
+    [['RIGHT'], ['WAIT', 'LEFT']]
+    """
+    plan: list[list[str]] = []
+    for i, path in enumerate(paths):
+        actions: list[str] = []
+        for t in range(1, len(path)):
+            step = (path[t][0] - path[t - 1][0], path[t][1] - path[t - 1][1])
+            if step not in _STEP_NAME:
+                raise ValueError(
+                    f"agent {i} jumps from {path[t - 1]} to {path[t]} at t={t}; paths must be "
+                    "sequences of adjacent cells"
+                )
+            actions.append(_STEP_NAME[step])
+        while actions and actions[-1] == "WAIT":
+            actions.pop()
+        plan.append(actions)
+    return plan
