@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from envengineer.errors import ConfigError
-from envengineer.loop.experiment import Experiment, plan
+from envengineer.loop.experiment import EngineerSettings, Experiment, plan
 from envengineer.loop.rundir import ROUND_STAGES, RunDir, read_json, read_jsonl
 from envengineer.loop.runner import Components, LoopRunner, round_seed, run_experiment, select_benchmark
 from envengineer.mapf.config import RoundConfig
@@ -352,6 +352,22 @@ def test_plan_counts() -> None:
     assert p["engineer_calls"] == 2
 
 
+def test_cpu_time_estimate() -> None:
+    from envengineer.loop.experiment import CPU_RATES, demo_experiment
+
+    r = CPU_RATES
+    demo = plan(demo_experiment())
+    # 3 rounds x 2 GRPO steps, 3 x 8 validation + 21 benchmark answers, 2 engineer answers, 3 rounds
+    want = 6 * r["grpo_step"] + 45 * r["eval_answer"] + 2 * r["engineer_answer"] + 3 * r["round_overhead"]
+    assert demo["cpu_seconds"] == pytest.approx(want)
+    fixed = plan(demo_experiment().model_copy(update={"engineer": EngineerSettings(kind="fixed")}))
+    assert fixed["cpu_seconds"] == pytest.approx(want - 2 * r["engineer_answer"])
+    assert plan(Experiment.model_validate({"name": "m", "model": "/models/qwen3-4b"}))["cpu_seconds"] is None
+    gpu = Experiment.model_validate({"name": "g", "training": {"preset": "gpu"}})
+    assert plan(gpu)["cpu_seconds"] is None
+    assert plan(Experiment.model_validate({"name": "s", "policy": "scripted:greedy"}))["cpu_seconds"] == 0
+
+
 def test_select_benchmark_and_seeds() -> None:
     from envengineer.mapf.instance import Instance
 
@@ -445,6 +461,7 @@ def test_demo_dry_run(capsys: pytest.CaptureFixture) -> None:
     assert main(["demo", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "cpu-demo" in out and "self, 2 proposal(s)" in out and "21 benchmark instances" in out
+    assert "about 10 min on 2 idle CPU cores" in out
 
 
 def test_warm_start_is_trained_once_and_reused(

@@ -179,3 +179,11 @@ def _print_plan(exp: object, out: Path) -> None:
         f"  responses:   {p['eval_responses']} (at most {p['eval_tokens_upper_bound']:,} generated tokens at "
         f"{p['max_new_tokens']} per response)"
     )
+    if p["cpu_seconds"] is None:
+        print("  time:        no estimate (rates are measured for the embedded model and CPU presets only)")
+    else:
+        minutes = p["cpu_seconds"] / 60
+        print(
+            f"  time:        about {minutes:.0f} min on 2 idle CPU cores (rates measured for the embedded "
+            "model; docs/benchmarks.md)"
+        )

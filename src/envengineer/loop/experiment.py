@@ -544,7 +544,7 @@ def plan(experiment: Experiment) -> dict[str, Any]:
     if exp.evaluation.benchmark_limit is not None:
         benchmark_size = min(benchmark_size, exp.evaluation.benchmark_limit)
     steps_per_round, batch = grpo_steps(exp)
-    return {
+    p = {
         "name": exp.name,
         "model": exp.policy or exp.model or "embedded default (SmolLM2-135M-Instruct)",
         "rounds": exp.rounds,
@@ -566,6 +566,47 @@ def plan(experiment: Experiment) -> dict[str, Any]:
         "eval_tokens_upper_bound": (exp.rounds * validation_size + benchmark_size)
         * exp.evaluation.max_new_tokens,
     }
+    p["cpu_seconds"] = cpu_seconds_estimate(exp, p)
+    return p
+
+
+#: Seconds per unit of work for the embedded SmolLM2-135M with the shipped CPU presets, measured on an idle
+#: 2-core machine with torch's default two threads (docs/benchmarks.md): a GRPO step of the `cpu` preset,
+#: an SFT step of `sft-cpu` (batch 8), one evaluation answer (batch 8, <= 160 tokens), one engineer answer,
+#: and the loading and saving of the model around each training round.
+CPU_RATES: dict[str, float] = {
+    "grpo_step": 57.0,
+    "sft_step": 95.0,
+    "eval_answer": 3.6,
+    "engineer_answer": 30.0,
+    "round_overhead": 20.0,
+}
+
+
+def cpu_seconds_estimate(exp: Experiment, counts: dict[str, Any]) -> float | None:
+    """Rough wall-clock seconds of a run on 2 idle CPU cores, from :data:`CPU_RATES` and the plan's counts.
+
+    Only for what the rates were measured on: the embedded model with the ``cpu`` and ``sft-cpu`` presets (a
+    scripted policy costs seconds). ``None`` otherwise: other models, GPU presets, and an ``openai``
+    engineer's remote answers have no measured rate here.
+    """
+    if exp.scripted:
+        return 0.0
+    if exp.model is not None or exp.engineer.kind == "openai":
+        return None
+    if (exp.trains and exp.training.preset != "cpu") or (
+        counts["warm_start"] and exp.warm_start.preset != "sft-cpu"
+    ):
+        return None
+    r = CPU_RATES
+    seconds = counts["grpo_steps"] * r["grpo_step"] + counts["eval_responses"] * r["eval_answer"]
+    if exp.trains:
+        seconds += exp.rounds * r["round_overhead"]
+    if counts["warm_start"]:
+        seconds += (counts["warm_start"]["steps"] or 0) * r["sft_step"]
+    if exp.engineer.is_llm:
+        seconds += counts["engineer_calls"] * r["engineer_answer"]
+    return seconds
 
 
 def _context_label(exp: Experiment) -> str:
