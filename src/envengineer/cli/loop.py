@@ -39,8 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="folder for report.md and figures/ (default: the run directory)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="several runs side by side: one table and one figure")
-    p.add_argument("run_dirs", type=Path, nargs="+")
+    p = sub.add_parser(
+        "compare",
+        help="several runs side by side: one table and one figure",
+        description="Put run directories side by side: compare.md (benchmark Sum per agent count, the last "
+        "validation) and compare.png. Stopped runs show what they have.",
+    )
+    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories to compare")
     p.add_argument(
         "--out", type=Path, default=Path("runs/compare"), help="output folder (default runs/compare)"
     )
