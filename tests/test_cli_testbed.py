@@ -134,3 +134,16 @@ def test_bad_round_config_and_unsolved_scoring(tmp_path, capsys):
     (tmp_path / "r.jsonl").write_text('{"id": "a", "response": ""}\n')
     code, _, err = run(capsys, "score", str(mine), str(tmp_path / "r.jsonl"))
     assert code == 2 and "envengineer solve" in err
+
+
+def test_every_command_and_argument_explains_itself() -> None:
+    import argparse
+
+    from envengineer.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, command in commands.items():
+        assert command.description, f"{name} has no description"
+        for action in command._actions:
+            assert action.help, f"{name} {action.dest} has no help"

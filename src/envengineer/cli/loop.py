@@ -34,8 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schema", action="store_true", help="print the experiment file's JSON schema and exit")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("report", help="write report.md and PNG figures for a run directory")
-    p.add_argument("run_dir", type=Path)
+    p = sub.add_parser(
+        "report",
+        help="write report.md and PNG figures for a run directory",
+        description="Render a run directory (finished or not) as report.md with PNG figures: the benchmark "
+        "table, data allocation and ratios per round, validation failures, learning curves, the engineer's "
+        "rationales.",
+    )
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
     p.add_argument("--out", type=Path, help="folder for report.md and figures/ (default: the run directory)")
     p.set_defaults(func=cmd_report)
 

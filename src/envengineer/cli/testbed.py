@@ -38,24 +38,32 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Solve every instance exactly; fills optimal_soc, optimal_makespan, "
         "shortest_sum and needs_wait. Instances that already carry optima are checked.",
     )
-    p.add_argument("instances", type=Path)
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("instances", type=Path, help="instance file (.jsonl or .jsonl.gz); ids are free-form")
+    p.add_argument("-o", "--output", type=Path, required=True, help="solved instance file to write")
     p.add_argument("--node-budget", type=int, default=None, help="solver node budget per instance")
     p.set_defaults(func=cmd_solve)
 
-    p = sub.add_parser("benchmark", help="build the benchmark or a validation set, or show their facts")
-    bsub = p.add_subparsers(dest="benchmark_command", metavar="ACTION", required=True)
+    p = sub.add_parser(
+        "benchmark",
+        help="build the benchmark or a validation set, or show their facts",
+        description="The fixed 3,150-instance benchmark (SPEC §4): rebuild it byte for byte, build a "
+        "validation set of its shape that shares no board with it, or print where the packaged copy lies and "
+        "its hash.",
+    )
+    bsub = p.add_subparsers(
+        dest="benchmark_command", metavar="ACTION", required=True, help="build, validation or info"
+    )
     b = bsub.add_parser("build", help="rebuild the 3,150-instance benchmark")
-    b.add_argument("-o", "--output", type=Path, required=True)
+    b.add_argument("-o", "--output", type=Path, required=True, help="instance file to write")
     b.add_argument("--workers", type=int, default=None, help="processes (default: 2)")
     b.set_defaults(func=cmd_benchmark_build)
     b = bsub.add_parser(
         "validation", help="build a validation set of the benchmark's shape, disjoint from it"
     )
-    b.add_argument("-o", "--output", type=Path, required=True)
+    b.add_argument("-o", "--output", type=Path, required=True, help="instance file to write")
     b.add_argument("--per-cell", type=int, default=None, help="instances per cell and subset (default 4)")
-    b.add_argument("--seed", type=int, default=None)
-    b.add_argument("--workers", type=int, default=None)
+    b.add_argument("--seed", type=int, default=None, help="seed (default: the project's validation seed)")
+    b.add_argument("--workers", type=int, default=None, help="processes (default: 2)")
     b.set_defaults(func=cmd_benchmark_validation)
     b = bsub.add_parser("info", help="where the packaged benchmark lies, its hash and shape")
     b.set_defaults(func=cmd_benchmark_info)
@@ -66,22 +74,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         description='Score responses ({"id": ..., "response": "..."} per line) against instances.',
     )
     p.add_argument("instances", type=Path, help="instance file (.jsonl); 'benchmark' for the packaged one")
-    p.add_argument("responses", type=Path)
+    p.add_argument("responses", type=Path, help='responses file: {"id": ..., "response": "..."} per line')
     p.add_argument("--json", type=Path, dest="json_out", help="write verdicts and the table as JSON here")
     p.set_defaults(func=cmd_score)
 
-    p = sub.add_parser("show", help="print one instance as text (and its prompt)")
+    p = sub.add_parser(
+        "show",
+        help="print one instance as text (and its prompt)",
+        description="Print one instance as text (its optima, the grid, the agents' starts and goals) and, "
+        "with --prompt, the exact prompt a model sees.",
+    )
     p.add_argument("instances", type=Path, help="instance file; 'benchmark' for the packaged one")
     p.add_argument("--index", type=int, default=0, help="0-based line index (default 0)")
     p.add_argument("--id", dest="instance_id", help="select by id instead of index")
     p.add_argument("--prompt", action="store_true", help="also print the model prompt")
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("play", help="write a scripted policy's responses for an instance file")
+    p = sub.add_parser(
+        "play",
+        help="write a scripted policy's responses for an instance file",
+        description="Answer every instance with a scripted reference policy, as a responses file for "
+        "`envengineer score`: optimal (the solver's plan), greedy (each agent's own shortest path, ignoring "
+        "the others) or random.",
+    )
     p.add_argument("instances", type=Path, help="instance file; 'benchmark' for the packaged one")
-    p.add_argument("--policy", choices=("optimal", "greedy", "random"), default="optimal")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument(
+        "--policy", choices=("optimal", "greedy", "random"), default="optimal", help="default optimal"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the random policy (default 0)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="responses file to write (.jsonl)")
     p.set_defaults(func=cmd_play)
 
 
