@@ -576,7 +576,7 @@ def plan(experiment: Experiment) -> dict[str, Any]:
 #: and the loading and saving of the model around each training round.
 CPU_RATES: dict[str, float] = {
     "grpo_step": 57.0,
-    "sft_step": 95.0,
+    "sft_step": 70.0,
     "eval_answer": 3.6,
     "engineer_answer": 30.0,
     "round_overhead": 20.0,
