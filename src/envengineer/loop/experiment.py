@@ -31,7 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from envengineer.errors import ConfigError
-from envengineer.mapf.config import format_validation_error
+from envengineer.mapf.config import format_validation_error, read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -392,10 +392,7 @@ def read_experiment_data(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, 
     if resolved in _seen:
         chain = " -> ".join(str(p) for p in (*_seen, resolved))
         raise ConfigError(f"{path}: 'base' files form a cycle ({chain}); remove one 'base' key")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the experiment file ({exc})") from None
+    data = read_yaml(path, "experiment file")
     if data is None:
         data = {}
     if not isinstance(data, dict):

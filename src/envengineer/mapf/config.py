@@ -118,10 +118,7 @@ class RoundConfig(BaseModel):
     def load(cls, path: str | Path) -> RoundConfig:
         """Read a YAML or JSON round configuration, with a one-line error naming the bad field."""
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: cannot read the configuration ({exc})") from None
+        data = read_yaml(path, "configuration")
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -325,6 +322,14 @@ def validate_proposal(proposal: Any, space: ConfigSpace = DEFAULT_SPACE) -> list
         for n, s in cfg.sizes.items()
         if s.hole_ratio > space.hole_ratio_max
     ]
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """A YAML (or JSON) file's content; an unreadable file or bad YAML is a one-line :class:`ConfigError`."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the {what} ({exc})") from None
 
 
 def format_validation_error(exc: ValidationError, max_errors: int = 3) -> str:

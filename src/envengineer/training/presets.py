@@ -37,7 +37,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envengineer.errors import ConfigError
-from envengineer.mapf.config import format_validation_error
+from envengineer.mapf.config import format_validation_error, read_yaml
 
 PresetKind = Literal["grpo", "sft"]
 RewardShape = Literal["graded", "sparse", "dense"]
@@ -307,10 +307,7 @@ def load_preset(source: str | Path | Mapping[str, Any] | _Preset, kind: PresetKi
     else:
         path = _preset_path(source, kind)
         where = str(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: cannot read the preset ({exc})") from None
+        data = read_yaml(path, "preset")
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
