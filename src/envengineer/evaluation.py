@@ -162,6 +162,7 @@ def evaluate(
     retry_errors: bool = True,
     sort_by_length: bool = True,
     progress: bool = True,
+    prompt_style: str | None = None,
 ) -> ScoreReport:
     """Ask ``backend`` about every instance, store the responses and score them.
 
@@ -178,6 +179,8 @@ def evaluate(
             batch wastes little on padding and a batch that does not fit in memory fails first. The
             order of the batches changes nothing else: records are keyed by id, scores follow ``instances``.
         progress: Show a progress bar (tqdm, on stderr) with the mean tokens per response.
+        prompt_style: ``"full"`` or ``"compact"`` prompts; None: the style the backend's model records
+            (a small policy's ``compact``), else ``full``.
 
     Returns:
         The testbed's :class:`~envengineer.mapf.scoring.ScoreReport`.
@@ -233,7 +236,8 @@ def evaluate(
         path.unlink()
 
     todo = [inst for inst in instances if inst.id not in records]
-    messages = {inst.id: build_messages(inst) for inst in todo}
+    style = prompt_style or getattr(backend, "prompt_style", None) or "full"
+    messages = {inst.id: build_messages(inst, style=style) for inst in todo}
     if sort_by_length:  # stable: equal lengths keep the set's order
         todo.sort(key=lambda inst: -sum(len(m["content"]) for m in messages[inst.id]))
     bar = _progress_bar(len(instances), len(instances) - len(todo), progress, backend.name)

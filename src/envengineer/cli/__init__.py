@@ -22,6 +22,7 @@ _MODULES = (
     "envengineer.cli.testbed",
     "envengineer.cli.eval",
     "envengineer.cli.train",
+    "envengineer.cli.policy",
     "envengineer.cli.loop",
 )
 

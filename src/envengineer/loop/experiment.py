@@ -182,6 +182,13 @@ class ValidationSettings(_Model):
     max_size: int = Field(
         default=10, ge=3, le=32, description="Largest map size of the validation set (the benchmark's: 10)."
     )
+    min_size: int | None = Field(
+        default=None,
+        ge=2,
+        le=32,
+        description="Smallest map size (None: the benchmark's k x k for k agents; e.g. 3 drops 2x2 boards "
+        "of a two-agent validation set).",
+    )
     limit: int | None = Field(
         default=None,
         ge=1,
@@ -270,6 +277,17 @@ class WarmStartSettings(_Model):
     )
     wait_ratio: float = Field(
         default=0.5, ge=0.0, le=1.0, description="Wait ratio of every size (uniform config)."
+    )
+    sizes: tuple[int, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="Map sizes of the warm-start data, equally weighted (None: every size of the space).",
+    )
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        description="Seed of the warm-start's data and training (None: the experiment's seeds). Runs that "
+        "differ only in their seeds share one warm-start when this is set (with cache: true).",
     )
 
 
@@ -518,10 +536,27 @@ def preflight(experiment: Experiment) -> None:
             )
         except ConfigError as exc:
             problems.append(f"{section}: {exc}")
+    problems.extend(_small_policy_problems(exp))
     if exp.evaluation.benchmark_path and not Path(exp.evaluation.benchmark_path).exists():
         problems.append(f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} does not exist")
     if problems:
         raise ConfigError(f"experiment {exp.name!r}:\n  " + "\n  ".join(problems))
+
+
+def _small_policy_problems(exp: Experiment) -> list[str]:
+    """A small from-scratch policy cannot write configurations: an LLM engineer must be another model."""
+    from envengineer.models.small_policy import is_small_policy
+
+    if exp.scripted or exp.engineer.kind not in ("self", "base"):
+        return []
+    engineer_model = exp.model if exp.engineer.kind == "self" else (exp.engineer.model or exp.model)
+    if engineer_model is None or not is_small_policy(engineer_model):
+        return []
+    return [
+        f"engineer: kind {exp.engineer.kind!r} would ask the small policy {engineer_model!r} for "
+        "configurations, which it cannot write; use kind 'base' with model: embedded (or another "
+        "language model), kind 'openai', or a non-LLM engineer"
+    ]
 
 
 # -- the plan (dry run) -----------------------------------------------------------------------------------
@@ -531,7 +566,7 @@ def plan(experiment: Experiment) -> dict[str, Any]:
 
     exp = experiment
     v = exp.validation
-    val_cells = [c for c in cells(v.agents, v.max_size)]
+    val_cells = [c for c in cells(v.agents, v.max_size) if v.min_size is None or c[1] >= v.min_size]
     validation_size = len(val_cells) * len(SUBSETS) * v.per_cell
     if v.limit is not None:
         validation_size = min(validation_size, v.limit)

@@ -482,13 +482,16 @@ class LoopRunner:
             {
                 "sizes": {
                     n: {"data_ratio": 1.0, "hole_ratio": ws.hole_ratio, "wait_ratio": ws.wait_ratio}
-                    for n in self.space.sizes
+                    for n in (ws.sizes or self.space.sizes)
                 },
                 "num_agents": self.exp.num_agents,
                 "num_samples": ws.samples,
             }
         )
-        seed = round_seed(self.exp.seeds.data, "warm_start", 0)
+        data_seed, train_seed = (
+            (self.exp.seeds.data, self.exp.seeds.training) if ws.seed is None else (ws.seed, ws.seed)
+        )
+        seed = round_seed(data_seed, "warm_start", 0)
         instances = self.comps.generator(
             config, seed, split="train", exclude=self.exclude, progress=self.progress
         )
@@ -506,7 +509,7 @@ class LoopRunner:
                 instances,
                 out_dir=d,
                 preset=ws.preset,
-                seed=round_seed(self.exp.seeds.training, "warm_start", 0),
+                seed=round_seed(train_seed, "warm_start", 0),
                 max_steps=ws.max_steps,
             )
             record = _train_record(result, model_in=self.exp.model, seed=seed, preset=ws.preset, epochs=None)
@@ -824,6 +827,8 @@ class LoopRunner:
                     exclude={i.board_hash() for i in self._full_benchmark()},
                     progress=self.progress,
                 )
+                if v.min_size is not None:
+                    built = [i for i in built if i.size >= v.min_size]
                 self._validation = balanced_subset(built, v.limit)
                 save_instances(self._validation, path)
         return self._validation
@@ -947,7 +952,7 @@ def _warm_start_cache_dir(exp: Experiment, instances: Sequence[Instance]) -> Pat
         "model": exp.model,
         "warm_start": exp.warm_start.model_dump(mode="json", exclude={"enabled", "cache"}),
         "preset": preset,
-        "seed": exp.seeds.training,
+        "seed": exp.seeds.training if exp.warm_start.seed is None else exp.warm_start.seed,
         "data": hashlib.sha256("".join(i.to_json() for i in instances).encode()).hexdigest(),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]

@@ -6,13 +6,37 @@ snapshot-tested and a dataset rebuilt byte for byte. It never shows the optimum.
 The board is shown twice, because small models read one view better than the other: as a marked grid
 with row and column indices (``S0``/``G0`` for the start and goal of ``A0``, ``H`` for holes, ``.`` for
 ice) and as a list of start and goal coordinates.
+
+Two prompt styles share the answer format, the parser and the validator:
+
+* ``full`` (default): system message, task, rules, board and answer format, for pretrained LLMs.
+* ``compact``: the board and the agents alone (the size, the holes' coordinates, one line per agent),
+  for the small from-scratch policies (:mod:`envengineer.models.small_policy`), which learn the rules
+  from the solver's plans and the reward instead of reading them. Holes are listed by coordinates rather
+  than drawn, because a small model matches a cell it is about to enter against a list of cells far more
+  easily than it finds that cell in a drawn grid.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
+from envengineer.errors import ConfigError
 from envengineer.mapf.instance import HOLE, Instance, agent_name
 
-__all__ = ["SYSTEM_PROMPT", "build_messages", "build_prompt", "render_board"]
+__all__ = [
+    "PROMPT_STYLES",
+    "SYSTEM_PROMPT",
+    "PromptStyle",
+    "build_messages",
+    "build_prompt",
+    "check_prompt_style",
+    "render_board",
+    "render_compact",
+]
+
+PromptStyle = Literal["full", "compact"]
+PROMPT_STYLES: tuple[str, ...] = ("full", "compact")
 
 SYSTEM_PROMPT = (
     "You plan collision-free paths for several agents on a grid. Think step by step if it helps, "
@@ -71,6 +95,36 @@ def render_board(instance: Instance) -> str:
     return "\n".join(lines)
 
 
+def render_compact(instance: Instance) -> str:
+    """The compact prompt: the size, ``H`` and the holes in reading order, then each agent's start and goal.
+
+    >>> from envengineer.mapf.instance import Instance
+    >>> print(render_compact(Instance("x", (".H.", "...", "H.."), ((0, 0), (0, 2)), ((2, 2), (0, 0)))))
+    3x3
+    H (0,1) (2,0)
+    A0 (0,0) (2,2)
+    A1 (0,2) (0,0)
+    """
+    n = instance.size
+    holes = [_cell((r, c)) for r, row in enumerate(instance.grid) for c, ch in enumerate(row) if ch == HOLE]
+    agents = [
+        f"{agent_name(i)} {_cell(start)} {_cell(goal)}"
+        for i, (start, goal) in enumerate(zip(instance.starts, instance.goals, strict=True))
+    ]
+    return "\n".join([f"{n}x{n}", " ".join(["H", *holes]), *agents])
+
+
+def check_prompt_style(style: str) -> PromptStyle:
+    """``style`` when it names a prompt style, else a ConfigError listing them.
+
+    >>> check_prompt_style("compact")
+    'compact'
+    """
+    if style not in PROMPT_STYLES:
+        raise ConfigError(f"unknown prompt style {style!r}; use one of {list(PROMPT_STYLES)}")
+    return style  # type: ignore[return-value]
+
+
 def _example(num_agents: int) -> str:
     lines = [f"{agent_name(i)}: {_EXAMPLE_ACTIONS[i % len(_EXAMPLE_ACTIONS)]}" for i in range(num_agents)]
     return "<answer>\n" + "\n".join(lines) + "\n</answer>"
@@ -98,12 +152,15 @@ def build_prompt(instance: Instance) -> str:
     )
 
 
-def build_messages(instance: Instance, *, system: bool = True) -> list[dict[str, str]]:
+def build_messages(
+    instance: Instance, *, system: bool = True, style: PromptStyle = "full"
+) -> list[dict[str, str]]:
     """The chat messages for an instance: an optional system message, then the user prompt.
 
     Args:
         instance: The board to solve.
         system: Include the system message (some chat templates, e.g. Gemma's, have no system role).
+        style: ``"full"`` (rules and answer format) or ``"compact"`` (the board alone, no system message).
 
     Returns:
         ``[{"role": "system", ...}, {"role": "user", ...}]`` (the first only when ``system``).
@@ -113,6 +170,8 @@ def build_messages(instance: Instance, *, system: bool = True) -> list[dict[str,
     >>> [m["role"] for m in msgs]
     ['system', 'user']
     """
+    if check_prompt_style(style) == "compact":
+        return [{"role": "user", "content": render_compact(instance)}]
     user = {"role": "user", "content": build_prompt(instance)}
     if not system:
         return [user]

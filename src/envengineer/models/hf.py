@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from envengineer.models.base import Completion, Conversation, ModelError, SamplingParams, check_conversations
+from envengineer.models.small_policy import PROMPT_STYLE_KEY
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,8 @@ class HFBackend:
         self.model = model
         self.tokenizer = tokenizer
         self.enable_thinking = enable_thinking
+        # The prompt style the model was trained on (small policies record "compact"); None: not recorded.
+        self.prompt_style: str | None = getattr(getattr(model, "config", None), PROMPT_STYLE_KEY, None)
         self._template_thinks = "enable_thinking" in str(tokenizer.chat_template)
         if enable_thinking is not None and not self._template_thinks:
             log.warning(

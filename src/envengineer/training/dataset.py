@@ -25,35 +25,43 @@ from envengineer.mapf.instance import Instance
 log = logging.getLogger(__name__)
 
 
-def prompt_rows(instances: Sequence[Instance], *, system: bool = True) -> list[dict[str, Any]]:
+def prompt_rows(
+    instances: Sequence[Instance], *, system: bool = True, style: str = "full"
+) -> list[dict[str, Any]]:
     """The rows of the GRPO prompt dataset (plain dicts; no ``datasets`` needed).
 
     Args:
         instances: The round's instances (solved: the rewards need their optima).
         system: Whether the chat messages start with the testbed's system message.
+        style: Prompt style, ``"full"`` or ``"compact"`` (:func:`envengineer.mapf.prompt.build_messages`).
     """
     from envengineer.mapf.prompt import build_messages
 
     _check_solved(instances)
     return [
-        {"prompt": build_messages(inst, system=system), "instance": inst.to_json(), "id": inst.id}
+        {
+            "prompt": build_messages(inst, system=system, style=style),
+            "instance": inst.to_json(),
+            "id": inst.id,
+        }
         for inst in instances
     ]
 
 
-def prompt_dataset(instances: Sequence[Instance], *, system: bool = True) -> Any:
+def prompt_dataset(instances: Sequence[Instance], *, system: bool = True, style: str = "full") -> Any:
     """A ``datasets.Dataset`` of conversational prompts with ``instance`` and ``id`` columns.
 
     Args:
         instances: The round's instances (solved).
         system: Whether the chat messages start with the testbed's system message.
+        style: Prompt style, ``"full"`` or ``"compact"``.
 
     Returns:
         A ``datasets.Dataset`` with columns ``prompt`` (list of chat messages), ``instance``, ``id``.
     """
     from datasets import Dataset
 
-    return Dataset.from_list(prompt_rows(instances, system=system))
+    return Dataset.from_list(prompt_rows(instances, system=system, style=style))
 
 
 def target_response(instance: Instance) -> str:
@@ -73,7 +81,11 @@ def target_response(instance: Instance) -> str:
 
 
 def sft_rows(
-    instances: Sequence[Instance], *, system: bool = True, chat_template_kwargs: dict[str, Any] | None = None
+    instances: Sequence[Instance],
+    *,
+    system: bool = True,
+    chat_template_kwargs: dict[str, Any] | None = None,
+    style: str = "full",
 ) -> list[dict[str, Any]]:
     """The rows of the SFT dataset: conversational prompt + assistant completion with the optimal plan.
 
@@ -81,6 +93,7 @@ def sft_rows(
         instances: Solved instances.
         system: Whether the chat messages start with the testbed's system message.
         chat_template_kwargs: Passed to the chat template per example (e.g. ``{"enable_thinking": False}``).
+        style: Prompt style, ``"full"`` or ``"compact"``.
     """
     from envengineer.mapf.prompt import build_messages
 
@@ -88,7 +101,7 @@ def sft_rows(
     rows = []
     for inst in instances:
         row: dict[str, Any] = {
-            "prompt": build_messages(inst, system=system),
+            "prompt": build_messages(inst, system=system, style=style),
             "completion": [{"role": "assistant", "content": target_response(inst)}],
             "instance": inst.to_json(),
             "id": inst.id,
@@ -100,12 +113,17 @@ def sft_rows(
 
 
 def sft_dataset(
-    instances: Sequence[Instance], *, system: bool = True, chat_template_kwargs: dict[str, Any] | None = None
+    instances: Sequence[Instance],
+    *,
+    system: bool = True,
+    chat_template_kwargs: dict[str, Any] | None = None,
+    style: str = "full",
 ) -> Any:
     """A ``datasets.Dataset`` in TRL's conversational prompt-completion format (loss on the answer only)."""
     from datasets import Dataset
 
-    return Dataset.from_list(sft_rows(instances, system=system, chat_template_kwargs=chat_template_kwargs))
+    rows = sft_rows(instances, system=system, chat_template_kwargs=chat_template_kwargs, style=style)
+    return Dataset.from_list(rows)
 
 
 def prompt_lengths(

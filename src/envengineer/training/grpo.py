@@ -165,7 +165,8 @@ def train_round(
 
     timing = Timing(generate_s=_generate_seconds)
     t0 = time.perf_counter()
-    rows = prompt_rows(instances)
+    style = resolved.resolve_prompt_style(model_path)
+    rows = prompt_rows(instances, style=style)
     tokenizer = load_tokenizer(model_path)
     longest = check_prompt_lengths(
         tokenizer, rows, resolved.max_prompt_length, **resolved.chat_template_kwargs
@@ -193,6 +194,7 @@ def train_round(
         "model": model_path,
         "checkpoint": str(checkpoint),
         "reward_shape": shape,
+        "prompt_style": style,
         "instances": len(instances),
         "longest_prompt_tokens": longest,
         "steps": trainer.state.global_step,

@@ -100,6 +100,17 @@ class _Preset(BaseModel):
     thinking: bool = Field(
         default=False, description="Qwen3's thinking switch (chat template enable_thinking)."
     )
+    prompt_style: Literal["full", "compact"] | None = Field(
+        default=None,
+        description="Prompt style of the training data: full (rules and format) or compact (the board "
+        "alone); null: the style the model folder records, else full.",
+    )
+
+    def resolve_prompt_style(self, model_path: str) -> str:
+        """The preset's prompt style, else the one the model folder records, else ``full``."""
+        from envengineer.models.small_policy import prompt_style_of
+
+        return self.prompt_style or prompt_style_of(model_path) or "full"
 
     @property
     def chat_template_kwargs(self) -> dict[str, Any]:

@@ -123,7 +123,8 @@ def sft(
 
     timing = Timing(generate_s=_generate_seconds)
     t0 = time.perf_counter()
-    rows = sft_rows(instances, chat_template_kwargs=resolved.chat_template_kwargs)
+    style = resolved.resolve_prompt_style(model_path)
+    rows = sft_rows(instances, chat_template_kwargs=resolved.chat_template_kwargs, style=style)
     tokenizer = load_tokenizer(model_path)
     longest = check_prompt_lengths(
         tokenizer, rows, resolved.max_prompt_length, **resolved.chat_template_kwargs
@@ -150,6 +151,7 @@ def sft(
     metrics = {
         "kind": "sft",
         "model": model_path,
+        "prompt_style": style,
         "checkpoint": str(checkpoint),
         "instances": len(instances),
         "longest_prompt_tokens": longest,

@@ -1,0 +1,326 @@
+"""Small from-scratch policies: a Llama-style causal LM of 1-20M parameters with the testbed's own tokenizer.
+
+The embedded SmolLM2-135M needs hours of warm-start on a CPU before it writes a valid plan; a policy of a
+few million parameters, trained from scratch on the solver's plans, learns the answer format in minutes.
+:func:`init_policy` writes an ordinary local model folder (``config.json``, ``model.safetensors``, a
+``tokenizer.json`` with a chat template), so ``envengineer eval``, ``sft``, ``train`` and ``run``, and TRL's
+trainers, take it like any other model path::
+
+    envengineer policy init --size tiny --out runs/policy-tiny
+    envengineer sft --model runs/policy-tiny --preset sft-small --round round.yaml --out runs/sft
+
+Anything that takes a model also takes the name ``policy:SIZE`` (or ``policy:SIZE@SEED``): a freshly
+initialised policy of that size and initialisation seed, created once in the user cache
+(``$ENVENGINEER_CACHE/policies/``, see :func:`envengineer.models.embedded.cache_root`) and reused, so an
+experiment file can start from one without a separate ``init`` step.
+
+The tokenizer (built with the ``tokenizers`` library) splits text into pieces: the testbed's words (the
+five actions, the prompt's words; with a leading space where one precedes them), ``<answer>``-style tags,
+cells ``(r,c)`` with ``r, c < 16`` (with or without a leading space), and single characters for everything
+else. Every ASCII text therefore encodes and decodes exactly, an action is one token and so is a cell:
+a small model then tells whether the cell it is about to enter is a hole by matching one token against
+the prompt's list of holes. The chat template wraps each message as ``<|role|>content<|end|>``;
+``<|end|>`` is the end-of-sequence token.
+
+The folder records the prompt style the policy reads (``compact`` by default: the board without the prose
+rules, :func:`envengineer.mapf.prompt.render_compact`) in ``config.json`` under ``envengineer_prompt_style``;
+training and evaluation use it whenever no style is named (:func:`prompt_style_of`). It survives training,
+since the trainers save the model's config with the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envengineer.errors import ConfigError
+from envengineer.mapf.prompt import PromptStyle, check_prompt_style
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "POLICY_SIZES",
+    "PROMPT_STYLE_KEY",
+    "PolicySize",
+    "build_tokenizer",
+    "init_policy",
+    "is_policy_name",
+    "is_small_policy",
+    "named_policy_path",
+    "policy_summary",
+    "prompt_style_of",
+]
+
+#: Key of ``config.json`` that names the prompt style a model was trained to read.
+PROMPT_STYLE_KEY = "envengineer_prompt_style"
+
+SPECIAL_TOKENS = ("<|pad|>", "<|unk|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}<|end|>{%- endfor %}"
+    "{%- if add_generation_prompt %}<|assistant|>{%- endif %}"
+)
+_TAGS = ("<answer>", "</answer>", "<think>", "</think>")
+_ACTIONS = ("UP", "DOWN", "LEFT", "RIGHT", "WAIT")
+_CELL_RANGE = 16  # cells (r,c) with r, c < 16 are one token each
+
+
+@dataclass(frozen=True)
+class PolicySize:
+    """The shape of one size of the family (a ``LlamaConfig``'s main numbers)."""
+
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+
+    def parameters(self, vocab: int) -> int:
+        """Parameter count with tied embeddings (attention, MLP, norms, embeddings).
+
+        >>> POLICY_SIZES["tiny"].parameters(300) > 500_000
+        True
+        """
+        d, f = self.hidden, self.intermediate
+        per_layer = 4 * d * d + 3 * d * f + 2 * d
+        return self.layers * per_layer + vocab * d + d
+
+
+#: The family: about 0.9M, 5M and 20M parameters.
+POLICY_SIZES: dict[str, PolicySize] = {
+    "tiny": PolicySize(hidden=128, layers=4, heads=4, intermediate=384),
+    "small": PolicySize(hidden=256, layers=6, heads=8, intermediate=768),
+    "base": PolicySize(hidden=512, layers=6, heads=8, intermediate=1536),
+}
+
+
+def vocabulary_words() -> list[str]:
+    """The whole-word pieces: the actions and every word of two or more letters in the testbed's prompts.
+
+    Built from the prompt text itself (deterministic; no corpus file), so a prompt change adds words
+    to policies created afterwards; older tokenizers still encode the new text, letter by letter.
+    """
+    from envengineer.mapf.instance import Instance
+    from envengineer.mapf.prompt import SYSTEM_PROMPT, build_prompt, render_compact
+
+    boards = [
+        Instance(f"v{k}", ("." * 10,) * 10, tuple((0, i) for i in range(k)), tuple((9, i) for i in range(k)))
+        for k in range(1, 6)
+    ]
+    prompts = [f(b) for b in boards for f in (build_prompt, render_compact)]
+    text = "\n".join([SYSTEM_PROMPT, *prompts, " ".join(_ACTIONS)])
+    words = set(re.findall(r"[A-Za-z]{2,}", text)) | set(_ACTIONS)
+    return sorted(words, key=lambda w: (-len(w), w))
+
+
+def build_tokenizer(max_length: int = 2048) -> Any:
+    """The testbed tokenizer as a ``transformers.PreTrainedTokenizerFast`` with its chat template.
+
+    >>> tok = build_tokenizer()
+    >>> text = "<answer>\\nA0: RIGHT DOWN\\nA1: WAIT\\n</answer>"
+    >>> tok.decode(tok.encode(text)) == text
+    True
+    >>> tok.convert_ids_to_tokens(tok.encode("A0: RIGHT DOWN"))
+    ['A', '0', ':', ' RIGHT', ' DOWN']
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = vocabulary_words()
+    chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
+    cells = [f"({r},{c})" for r in range(_CELL_RANGE) for c in range(_CELL_RANGE)]
+    pieces = list(SPECIAL_TOKENS) + list(_TAGS) + chars
+    pieces += [p for w in [*words, *cells] for p in (w, " " + w) if p not in pieces]
+    vocab = {piece: i for i, piece in enumerate(pieces)}
+    alternatives = "|".join(re.escape(t) for t in _TAGS)
+    word_pattern = "|".join(re.escape(w) for w in words)
+    index = rf"(?:1[0-{_CELL_RANGE - 11}]|\d)"  # 0..15
+    pattern = rf"{alternatives}| ?\({index},{index}\)| ?(?:{word_pattern})\b|[\s\S]"
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<|pad|>",
+        unk_token="<|unk|>",
+        eos_token="<|end|>",
+        model_max_length=max_length,
+    )
+    fast.add_special_tokens({"additional_special_tokens": list(SPECIAL_TOKENS[2:5])})
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def init_policy(
+    out: str | Path,
+    *,
+    size: str = "tiny",
+    seed: int = 0,
+    prompt_style: PromptStyle = "compact",
+    max_length: int = 2048,
+    overwrite: bool = False,
+) -> Path:
+    """Create a freshly initialised policy folder (weights, config, tokenizer, chat template).
+
+    Args:
+        out: The folder to write (created; must be empty or absent unless ``overwrite``).
+        size: One of :data:`POLICY_SIZES` (``tiny``, ``small``, ``base``).
+        seed: Seed of the weight initialisation (the same seed gives the same weights).
+        prompt_style: The prompt style the policy reads, recorded in ``config.json``.
+        max_length: Longest sequence (prompt + answer) in tokens.
+        overwrite: Replace an existing non-empty folder.
+
+    Returns:
+        The folder.
+
+    Raises:
+        ConfigError: Unknown size or prompt style, a bad length, or a non-empty folder.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if size not in POLICY_SIZES:
+        raise ConfigError(f"unknown policy size {size!r}; use one of {list(POLICY_SIZES)}")
+    check_prompt_style(prompt_style)
+    if not 64 <= max_length <= 65536:
+        raise ConfigError(f"max_length must be in [64, 65536], got {max_length}")
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder} is a file; name a folder for the policy")
+    if folder.is_dir() and any(folder.iterdir()) and not overwrite:
+        raise ConfigError(f"{folder} is not empty; name a new folder or pass --overwrite")
+    shape = POLICY_SIZES[size]
+    tokenizer = build_tokenizer(max_length)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=shape.hidden,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.heads,
+        intermediate_size=shape.intermediate,
+        max_position_embeddings=max_length,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        **{PROMPT_STYLE_KEY: prompt_style},
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.bos_token_id = None
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    n = sum(p.numel() for p in model.parameters())
+    log.info(
+        "initialised a %s policy (%.2fM parameters, %s prompts) in %s", size, n / 1e6, prompt_style, folder
+    )
+    return folder
+
+
+POLICY_PREFIX = "policy:"
+
+
+def is_policy_name(name: str | None) -> bool:
+    """True for model names of the form ``policy:SIZE`` or ``policy:SIZE@SEED``.
+
+    >>> is_policy_name("policy:tiny"), is_policy_name("runs/x/checkpoint"), is_policy_name(None)
+    (True, False, False)
+    """
+    return name is not None and name.strip().lower().startswith(POLICY_PREFIX)
+
+
+def parse_policy_name(name: str) -> tuple[str, int]:
+    """``(size, seed)`` of a ``policy:SIZE[@SEED]`` name.
+
+    >>> parse_policy_name("policy:small@3")
+    ('small', 3)
+    """
+    spec = name.strip().lower()[len(POLICY_PREFIX) :]
+    size, _, seed_text = spec.partition("@")
+    if size not in POLICY_SIZES:
+        raise ConfigError(
+            f"unknown policy size in {name!r}; use policy:SIZE with SIZE in {list(POLICY_SIZES)}"
+        )
+    try:
+        seed = int(seed_text) if seed_text else 0
+    except ValueError:
+        raise ConfigError(f"bad seed in {name!r}; write policy:SIZE@SEED with an integer SEED") from None
+    if not 0 <= seed < 2**32:
+        raise ConfigError(f"the seed in {name!r} must be in [0, 2**32)")
+    return size, seed
+
+
+def named_policy_path(name: str) -> Path:
+    """The cached folder of a ``policy:SIZE[@SEED]`` name, initialised on first use (atomically)."""
+    import shutil
+    import tempfile
+
+    from envengineer.models.embedded import cache_root
+
+    size, seed = parse_policy_name(name)
+    folder = cache_root() / "policies" / f"{size}-seed{seed}"
+    if (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    try:
+        init_policy(tmp, size=size, seed=seed, overwrite=True)
+        try:
+            tmp.rename(folder)
+        except OSError:  # another process put it in place first; theirs is identical
+            if not (folder / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def is_small_policy(model: str | Path | None) -> bool:
+    """True for a local folder made by :func:`init_policy` (or trained from one)."""
+    if model is None or is_policy_name(str(model)):
+        return model is not None
+    config = Path(model) / "config.json"
+    try:
+        return PROMPT_STYLE_KEY in json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def prompt_style_of(model: str | Path | None) -> PromptStyle | None:
+    """The prompt style a local model folder records (``config.json``), or None (hub ids, other models).
+
+    >>> prompt_style_of(None) is None
+    True
+    """
+    if model is None:
+        return None
+    config = Path(model) / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        style = json.loads(config.read_text(encoding="utf-8")).get(PROMPT_STYLE_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return None if style is None else check_prompt_style(str(style))
+
+
+def policy_summary(folder: str | Path) -> str:
+    """One line about a policy folder: parameters, vocabulary, prompt style (reads ``config.json``)."""
+    config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    d, layers, f, vocab = (
+        config["hidden_size"],
+        config["num_hidden_layers"],
+        config["intermediate_size"],
+        config["vocab_size"],
+    )
+    heads = config["num_attention_heads"]
+    n = PolicySize(d, layers, heads, f).parameters(vocab)
+    return (
+        f"{folder}: {n / 1e6:.2f}M parameters (hidden {d}, {layers} layers, {heads} heads), vocabulary "
+        f"{vocab}, {config.get(PROMPT_STYLE_KEY, 'full')} prompts"
+    )
