@@ -566,7 +566,7 @@ def plan(experiment: Experiment) -> dict[str, Any]:
 
     exp = experiment
     v = exp.validation
-    val_cells = [c for c in cells(v.agents, v.max_size) if v.min_size is None or c[1] >= v.min_size]
+    val_cells = cells(v.agents, v.max_size, v.min_size)
     validation_size = len(val_cells) * len(SUBSETS) * v.per_cell
     if v.limit is not None:
         validation_size = min(validation_size, v.limit)

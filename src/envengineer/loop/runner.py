@@ -824,11 +824,10 @@ class LoopRunner:
                     per_cell=v.per_cell,
                     agents=v.agents,
                     max_size=v.max_size,
+                    min_size=v.min_size,
                     exclude={i.board_hash() for i in self._full_benchmark()},
                     progress=self.progress,
                 )
-                if v.min_size is not None:
-                    built = [i for i in built if i.size >= v.min_size]
                 self._validation = balanced_subset(built, v.limit)
                 save_instances(self._validation, path)
         return self._validation

@@ -38,13 +38,17 @@ VALIDATION_PER_CELL = 4
 BENCHMARK_SHA256 = "2cb56073dd210b729c7bee43f3a96563ac3d59611dd7d40956b62c4ad475b277"
 
 
-def cells(agents: Sequence[int] = AGENTS, max_size: int = MAX_SIZE) -> list[tuple[int, int]]:
-    """The (agents, size) cells of the benchmark shape.
+def cells(
+    agents: Sequence[int] = AGENTS, max_size: int = MAX_SIZE, min_size: int | None = None
+) -> list[tuple[int, int]]:
+    """The (agents, size) cells of the benchmark shape: sizes ``k..max_size`` for ``k`` agents.
 
-    >>> len(cells())
-    21
+    ``min_size`` raises the smallest size (e.g. 3 drops the 2x2 boards of two agents).
+
+    >>> len(cells()), cells((2,), 4, min_size=3)
+    (21, [(2, 3), (2, 4)])
     """
-    return [(k, n) for k in agents for n in range(k, max_size + 1)]
+    return [(k, n) for k in agents for n in range(max(k, min_size or k), max_size + 1)]
 
 
 def _build_cell(
@@ -80,12 +84,13 @@ def build_set(
     per_cell: int,
     agents: Sequence[int] = AGENTS,
     max_size: int = MAX_SIZE,
+    min_size: int | None = None,
     exclude: Iterable[str] = (),
     workers: int | None = None,
     progress: bool = False,
 ) -> list[Instance]:
     """Build a benchmark-shaped set, cells in parallel processes; ``workers`` does not change the result."""
-    todo = cells(agents, max_size)
+    todo = cells(agents, max_size, min_size)
     job = partial(_build_cell, seed=seed, split=split, per_cell=per_cell, exclude=frozenset(exclude))
     workers = workers if workers is not None else min(2, len(todo))
     if workers <= 1:
@@ -126,6 +131,7 @@ def build_validation_set(
     seed: int = VALIDATION_SEED,
     agents: Sequence[int] = AGENTS,
     max_size: int = MAX_SIZE,
+    min_size: int | None = None,
     workers: int | None = None,
     progress: bool = False,
 ) -> list[Instance]:
@@ -137,6 +143,7 @@ def build_validation_set(
         per_cell=per_cell,
         agents=agents,
         max_size=max_size,
+        min_size=min_size,
         exclude=exclude,
         workers=workers,
         progress=progress,

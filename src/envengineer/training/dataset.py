@@ -64,8 +64,16 @@ def prompt_dataset(instances: Sequence[Instance], *, system: bool = True, style:
     return Dataset.from_list(prompt_rows(instances, system=system, style=style))
 
 
-def target_response(instance: Instance) -> str:
+def target_response(instance: Instance, target: str = "solver") -> str:
     """The supervised target: the solver's SoC-optimal joint plan as the canonical ``<answer>`` block.
+
+    Args:
+        instance: A solvable instance.
+        target: ``"solver"``: the answer block alone. ``"solver_path"``: first, inside ``<think>``, each
+            agent's path as the cells it stands on from t = 0 to its arrival, then the answer block. The
+            path is a scratchpad for small policies: each cell is next to the one before it and is checked
+            against the prompt's holes one token at a time, and the moves are read off pairs of cells.
+            The validator scores only the answer block, so the target stays the same plan.
 
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> print(target_response(inst))
@@ -73,11 +81,36 @@ def target_response(instance: Instance) -> str:
     A0: RIGHT
     A1: RIGHT
     </answer>
+    >>> print(target_response(inst, "solver_path"))
+    <think>
+    A0 (1,0) (1,1)
+    A1 (1,1) (1,2)
+    </think>
+    <answer>
+    A0: RIGHT
+    A1: RIGHT
+    </answer>
     """
+    from envengineer.mapf.instance import agent_name
     from envengineer.mapf.solver import paths_to_actions, solve_instance
     from envengineer.mapf.validator import format_answer
 
-    return format_answer(paths_to_actions(solve_instance(instance).paths))
+    if target not in SFT_TARGETS:
+        raise ConfigError(f"unknown SFT target {target!r}; use one of {list(SFT_TARGETS)}")
+    paths = solve_instance(instance).paths
+    plan = paths_to_actions(paths)
+    answer = format_answer(plan)
+    if target == "solver":
+        return answer
+    lines = [
+        " ".join([agent_name(i), *(f"({r},{c})" for r, c in path[: len(actions) + 1])])
+        for i, (path, actions) in enumerate(zip(paths, plan, strict=True))
+    ]
+    return "<think>\n" + "\n".join(lines) + "\n</think>\n" + answer
+
+
+#: What an SFT completion holds (:func:`target_response`).
+SFT_TARGETS = ("solver", "solver_path")
 
 
 def sft_rows(
@@ -86,6 +119,7 @@ def sft_rows(
     system: bool = True,
     chat_template_kwargs: dict[str, Any] | None = None,
     style: str = "full",
+    target: str = "solver",
 ) -> list[dict[str, Any]]:
     """The rows of the SFT dataset: conversational prompt + assistant completion with the optimal plan.
 
@@ -94,6 +128,7 @@ def sft_rows(
         system: Whether the chat messages start with the testbed's system message.
         chat_template_kwargs: Passed to the chat template per example (e.g. ``{"enable_thinking": False}``).
         style: Prompt style, ``"full"`` or ``"compact"``.
+        target: What the completion holds, ``"solver"`` or ``"solver_path"`` (:func:`target_response`).
     """
     from envengineer.mapf.prompt import build_messages
 
@@ -102,7 +137,7 @@ def sft_rows(
     for inst in instances:
         row: dict[str, Any] = {
             "prompt": build_messages(inst, system=system, style=style),
-            "completion": [{"role": "assistant", "content": target_response(inst)}],
+            "completion": [{"role": "assistant", "content": target_response(inst, target)}],
             "instance": inst.to_json(),
             "id": inst.id,
         }

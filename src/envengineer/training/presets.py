@@ -180,8 +180,10 @@ class SFTPreset(_Preset):
     """
 
     kind: Literal["sft"] = "sft"
-    target: Literal["solver"] = Field(
-        default="solver", description="What the model learns to write: the solver's SoC-optimal plan."
+    target: Literal["solver", "solver_path"] = Field(
+        default="solver",
+        description="What the model learns to write: the solver's SoC-optimal plan (solver), or each "
+        "agent's path as cells inside <think> first and then the plan (solver_path, for small policies).",
     )
     sft: dict[str, Any] = Field(default_factory=dict, description="Options of trl.SFTConfig, passed through.")
 

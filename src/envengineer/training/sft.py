@@ -91,6 +91,7 @@ def sft(
     seed: int = 0,
     epochs: float | None = None,
     max_steps: int | None = None,
+    callbacks: Sequence[Any] = (),
     _generate_seconds: float = 0.0,
 ) -> TrainResult:
     """Fine-tune ``model`` on the solver's optimal answers to ``instances`` and save a loadable checkpoint.
@@ -103,6 +104,7 @@ def sft(
         seed: Training seed.
         epochs: Overrides the preset's ``epochs``.
         max_steps: Stop after this many optimizer steps.
+        callbacks: Extra ``transformers.TrainerCallback`` objects (benchmarks, trackers).
 
     Returns:
         The :class:`~envengineer.training.grpo.TrainResult`.
@@ -124,7 +126,9 @@ def sft(
     timing = Timing(generate_s=_generate_seconds)
     t0 = time.perf_counter()
     style = resolved.resolve_prompt_style(model_path)
-    rows = sft_rows(instances, chat_template_kwargs=resolved.chat_template_kwargs, style=style)
+    rows = sft_rows(
+        instances, chat_template_kwargs=resolved.chat_template_kwargs, style=style, target=resolved.target
+    )
     tokenizer = load_tokenizer(model_path)
     longest = check_prompt_lengths(
         tokenizer, rows, resolved.max_prompt_length, **resolved.chat_template_kwargs
@@ -141,7 +145,7 @@ def sft(
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=resolved.lora.to_peft() if resolved.lora.enabled else None,
-        callbacks=[step_timer(timing)],
+        callbacks=[step_timer(timing), *callbacks],
     )
     t0 = time.perf_counter()
     output = trainer.train()
