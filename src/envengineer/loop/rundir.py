@@ -18,7 +18,8 @@ Layout (``docs/loop.md`` has the full description)::
       report.md, figures/*.png     written by ``envengineer report``
 
 Every file is written to a temporary name and moved into place with :func:`os.replace`, so a reader (or
-a resumed run) sees either the old content or the new one, never half a file. A stage is finished when
+a resumed run) sees either the old content or the new one, never half a file; what is written is valid
+UTF-8 and holds no secret of the process (:mod:`envengineer.sanitize`). A stage is finished when
 its ledger line exists; its files are always written before that line.
 """
 
@@ -37,6 +38,7 @@ from typing import Any
 import yaml
 
 from envengineer.errors import ConfigError
+from envengineer.sanitize import replace_surrogates, scrub
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +57,18 @@ EXPERIMENT = "experiment.yaml"
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder and :func:`os.replace`.
 
+    The text is written as valid UTF-8 with every secret the process holds replaced by ``***``
+    (:mod:`envengineer.sanitize`): model text (an engineer's rationale, an echoed key) lands here.
+
     >>> import tempfile, pathlib
     >>> p = atomic_write_text(pathlib.Path(tempfile.mkdtemp()) / "a" / "x.txt", "hi")
     >>> p.read_text()
     'hi'
     """
     path = Path(path)
+    text, replaced = replace_surrogates(scrub(text))
+    if replaced:
+        log.warning("%s: %d lone surrogates replaced by U+FFFD", path, replaced)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -101,13 +109,13 @@ def read_jsonl(path: str | Path, *, skip_torn: bool = False) -> list[Any]:
     that is not JSON is (the ledger closes a torn line before appending, so it can sit mid-file).
     """
     rows = []
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    lines = Path(path).read_bytes().splitlines()  # per line: a torn multi-byte character spoils one line
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            rows.append(json.loads(line.decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError):
             if skip_torn or i == len(lines) - 1:
                 log.warning("%s:%d: ignoring a torn line (a writer was killed mid-line)", path, i + 1)
                 continue
