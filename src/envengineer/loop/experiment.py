@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.config import format_validation_error, read_yaml
+from envengineer.yamlio import YAMLDataError, brief, load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -357,7 +358,7 @@ class Experiment(_Model):
         """Validate a parsed document, raising a ConfigError that names the bad field and its value."""
         if not isinstance(data, dict):
             raise ConfigError(
-                f"{where}: an experiment is a YAML mapping with at least 'name', got {data!r:.60}"
+                f"{where}: an experiment is a YAML mapping with at least 'name', got {brief(data)}"
             )
         try:
             return cls.model_validate(data)
@@ -396,12 +397,12 @@ def read_experiment_data(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, 
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: an experiment is a YAML mapping with at least 'name', got {data!r:.60}")
+        raise ConfigError(f"{path}: an experiment is a YAML mapping with at least 'name', got {brief(data)}")
     base = data.pop("base", None)
     if base is None:
         return data
     if not isinstance(base, str):
-        raise ConfigError(f"{path}: 'base' must be a file path relative to {path.parent}, got {base!r:.60}")
+        raise ConfigError(f"{path}: 'base' must be a file path relative to {path.parent}, got {brief(base)}")
     return deep_merge(read_experiment_data(path.parent / base, (*_seen, resolved)), data)
 
 
@@ -445,9 +446,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise ConfigError(f"override {text!r} must look like key=value, e.g. rounds=2 or engineer.kind=fixed")
     try:
-        return key.strip(), yaml.safe_load(value)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"override {text!r}: the value is not valid YAML ({exc})") from None
+        return key.strip(), load_yaml(value)
+    except YAMLDataError as exc:
+        raise ConfigError(f"override {brief(text)}: the value is not valid YAML ({exc})") from None
 
 
 def demo_experiment() -> Experiment:
