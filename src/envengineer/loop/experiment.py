@@ -141,6 +141,18 @@ class EngineerSettings(_Model):
         default=None,
         description="openai only: name of the environment variable holding the API key (never logged).",
     )
+    request_deadline: float = Field(
+        default=600.0,
+        gt=0.0,
+        le=86400.0,
+        description="openai only: seconds one request may take in all (connect, answer, retries and waits).",
+    )
+    max_response_bytes: int = Field(
+        default=8 * 2**20,
+        ge=1024,
+        le=2**30,
+        description="openai only: largest response body accepted, after decompression (larger: an error).",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="Kind-specific options (threshold only: upper, lower, step, levels, floor, momentum).",

@@ -256,7 +256,11 @@ def _default_engineer_factory(
         "seed": round_seed(experiment.seeds.evaluation, "engineer", round),
     }
     if spec.kind == "openai":
-        options = {"base_url": spec.base_url}
+        options: dict[str, Any] = {
+            "base_url": spec.base_url,
+            "deadline": spec.request_deadline,
+            "max_response_bytes": spec.max_response_bytes,
+        }
         if spec.api_key_env:
             options["api_key_env"] = spec.api_key_env
         return make_engineer("openai", model=spec.model, backend_kind="openai", backend_options=options, **kw)
