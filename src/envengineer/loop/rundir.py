@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from envengineer.errors import ConfigError
-from envengineer.sanitize import replace_surrogates, scrub
+from envengineer.sanitize import replace_surrogates, safe_text, scrub
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,7 @@ class RunDir:
             info=dict(info or {}),
         )
         self.root.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(entry.to_dict(), default=_json_default) + "\n"
+        line = safe_text(json.dumps(entry.to_dict(), default=_json_default)) + "\n"
         with open(self.ledger_path, "a+b") as fh:
             fh.seek(0, os.SEEK_END)
             if fh.tell() > 0:
