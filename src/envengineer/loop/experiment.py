@@ -491,7 +491,8 @@ DEMO: dict[str, Any] = {
 
 # -- checks before a run ----------------------------------------------------------------------------------
 def preflight(experiment: Experiment) -> None:
-    """Check what the experiment names before anything runs: presets, context, engineer options, files.
+    """Check what the experiment names before anything runs: presets, context, engineer options, files,
+    and that the validation and benchmark sets will not be empty. ``--dry-run`` runs it too.
 
     Raises:
         ConfigError: every problem found, one per line, each naming what to change.
@@ -533,8 +534,34 @@ def preflight(experiment: Experiment) -> None:
             problems.append(f"{section}: {exc}")
     if exp.evaluation.benchmark_path and not Path(exp.evaluation.benchmark_path).exists():
         problems.append(f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} does not exist")
+    elif exp.evaluation.benchmark_path and _is_empty(Path(exp.evaluation.benchmark_path)):
+        problems.append(
+            f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} holds no instance; the benchmark "
+            "would be empty"
+        )
+    if exp.rounds > 0:
+        from envengineer.mapf.benchmark import cells
+
+        v = exp.validation
+        if not list(cells(v.agents, v.max_size)):
+            problems.append(
+                f"validation: the validation set would be empty: no map size from the agent count to "
+                f"max_size {v.max_size} fits agents {list(v.agents)}; use agents <= max_size (e.g. [3, 4, 5])"
+            )
     if problems:
         raise ConfigError(f"experiment {exp.name!r}:\n  " + "\n  ".join(problems))
+
+
+def _is_empty(path: Path) -> bool:
+    """Whether an instance file holds no line at all (its format is checked when it is loaded)."""
+    import gzip
+
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as fh:
+            return not any(line.strip() for line in fh)
+    except (OSError, UnicodeDecodeError, EOFError):
+        return False  # unreadable: loading it will say so
 
 
 # -- the plan (dry run) -----------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,9 @@ FINAL_STAGES: tuple[str, ...] = ("benchmark",)
 
 LEDGER = "ledger.jsonl"
 EXPERIMENT = "experiment.yaml"
+VALIDATION_SET = "validation_set.jsonl"
+#: Files every stage reads; each ledger line records their hash as it was when the stage finished.
+FIXED_INPUTS: tuple[str, ...] = (EXPERIMENT, VALIDATION_SET)
 
 
 # -- atomic writes ----------------------------------------------------------------------------------------
@@ -138,7 +141,12 @@ def _json_default(obj: Any) -> Any:
 # -- the ledger -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One finished stage: which round (``None`` for final stages), which stage, and what it wrote."""
+    """One finished stage: which round (``None`` for final stages), which stage, and what it wrote.
+
+    ``hashes`` maps each file it wrote, and the run's fixed inputs, relative to the run directory, to
+    ``sha256:<hex>`` (:mod:`envengineer.loop.integrity` checks them on resume). ``status`` is ``done``,
+    ``skipped`` or ``redo`` (the stage was found damaged and runs again).
+    """
 
     round: int | None
     stage: str
@@ -147,6 +155,7 @@ class LedgerEntry:
     seconds: float
     paths: dict[str, str]
     info: dict[str, Any]
+    hashes: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[int | None, str]:
@@ -162,10 +171,11 @@ class LedgerEntry:
             seconds=float(d.get("seconds", 0.0)),
             paths=dict(d.get("paths") or {}),
             info=dict(d.get("info") or {}),
+            hashes=dict(d.get("hashes") or {}),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "round": self.round,
             "stage": self.stage,
             "status": self.status,
@@ -174,6 +184,9 @@ class LedgerEntry:
             "paths": self.paths,
             "info": self.info,
         }
+        if self.hashes:
+            out["hashes"] = self.hashes
+        return out
 
 
 class RunDir:
@@ -230,11 +243,13 @@ class RunDir:
         return [LedgerEntry.from_dict(d) for d in read_jsonl(self.ledger_path, skip_torn=True)]
 
     def done(self) -> dict[tuple[int | None, str], LedgerEntry]:
-        """Finished stages by ``(round, stage)`` (the first record wins; there should be only one)."""
+        """Finished stages by ``(round, stage)``: the first record wins, until a ``redo`` line drops it."""
         out: dict[tuple[int | None, str], LedgerEntry] = {}
         for e in self.entries():
             if e.status in ("done", "skipped"):
                 out.setdefault(e.key, e)
+            elif e.status == "redo":
+                out.pop(e.key, None)
         return out
 
     def is_done(self, r: int | None, stage: str) -> bool:
@@ -252,11 +267,16 @@ class RunDir:
     ) -> LedgerEntry:
         """Append one line to the ledger (flushed and fsynced before returning).
 
+        The line records the content hash of each of ``paths`` that is a file, and of the run's fixed
+        inputs (:data:`FIXED_INPUTS`) that exist.
+
         Raises:
-            ConfigError: the stage is already recorded (a finished stage is never run twice).
+            ConfigError: the stage is already recorded (a finished stage is never run twice; a ``redo``
+                line first releases it).
         """
-        if self.is_done(r, stage):
+        if status != "redo" and self.is_done(r, stage):
             raise ConfigError(f"{self.ledger_path}: stage {stage!r} of round {r} is already recorded")
+        hashes = {} if status == "redo" else self._hashes(paths or {})
         entry = LedgerEntry(
             round=r,
             stage=stage,
@@ -265,6 +285,7 @@ class RunDir:
             seconds=float(seconds),
             paths={k: self.rel(v) for k, v in (paths or {}).items()},
             info=dict(info or {}),
+            hashes=hashes,
         )
         self.root.mkdir(parents=True, exist_ok=True)
         line = safe_text(json.dumps(entry.to_dict(), default=_json_default)) + "\n"
@@ -279,6 +300,15 @@ class RunDir:
             os.fsync(fh.fileno())
         log.debug("ledger: round %s stage %s %s", r, stage, status)
         return entry
+
+    def _hashes(self, paths: dict[str, str | Path]) -> dict[str, str]:
+        from envengineer.loop.integrity import file_digest
+
+        out: dict[str, str] = {}
+        for path in [*(Path(p) for p in paths.values()), *(self.root / name for name in FIXED_INPUTS)]:
+            if path.is_file():
+                out[self.rel(path)] = file_digest(path)
+        return out
 
     def iter_round_entries(self) -> Iterator[tuple[int, dict[str, LedgerEntry]]]:
         """Per round present in the ledger: ``(round, {stage: entry})``, rounds in order."""
