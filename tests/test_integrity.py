@@ -180,3 +180,19 @@ def test_empty_benchmark_file_is_an_error_before_anything_runs(sets: dict[str, P
         preflight(exp)
     with pytest.raises(ConfigError, match="holds no instance"):
         LoopRunner.start(exp, tmp_path / "run")
+
+
+def test_edited_rationale_is_found(sets: dict[str, Path], tmp_path: Path) -> None:
+    import json
+
+    from envengineer.loop.runner import Components
+    from test_loop import GOOD_1, GOOD_2, ScriptedChat, scripted_factory
+
+    run = tmp_path / "run"
+    chat = ScriptedChat([json.dumps(GOOD_1), json.dumps(GOOD_2)])
+    exp = _experiment(sets, engineer={"kind": "self"})
+    run_experiment(exp, run, components=Components(engineer_factory=scripted_factory(chat)))
+    path = run / "round_01" / "engineer" / "rationale.txt"
+    path.write_text("something else the engineer never wrote\n")
+    with pytest.raises(DamagedRunError, match=r"round_01/engineer/rationale.txt changed"):
+        run_experiment(None, run, resume=True, components=Components(engineer_factory=scripted_factory(chat)))

@@ -591,7 +591,10 @@ class LoopRunner:
         atomic_write_json(d / "projection.json", projection)
         atomic_write_text(d / "config.applied.yaml", config.to_yaml())
         state.config = config
-        return {"config": d / "config.applied.yaml", "projection": d / "projection.json"}, info
+        paths: dict[str, Any] = {"config": d / "config.applied.yaml", "projection": d / "projection.json"}
+        if (d / "engineer" / "rationale.txt").exists():  # read back on resume (the S module): hashed too
+            paths["rationale"] = d / "engineer" / "rationale.txt"
+        return paths, info
 
     def _load_config(self, state: RoundState, entry: Any) -> None:
         d = self.rd.round_dir(state.index)
