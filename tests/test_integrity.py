@@ -196,3 +196,19 @@ def test_edited_rationale_is_found(sets: dict[str, Path], tmp_path: Path) -> Non
     path.write_text("something else the engineer never wrote\n")
     with pytest.raises(DamagedRunError, match=r"round_01/engineer/rationale.txt changed"):
         run_experiment(None, run, resume=True, components=Components(engineer_factory=scripted_factory(chat)))
+
+
+@pytest.mark.parametrize("name", ["x.jsonl", "x.jsonl.gz"])
+def test_truncated_instance_files_are_one_line_errors(
+    sets: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    from envengineer.errors import InstanceFormatError
+    from envengineer.mapf.instance import load_instances, save_instances
+
+    path = tmp_path / name
+    save_instances(load_instances(sets["validation"]), path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if name.endswith(".gz") else data[:-3] + b"\xe2\x86")
+    with pytest.raises(InstanceFormatError) as info:
+        load_instances(path)
+    assert "\n" not in str(info.value)
