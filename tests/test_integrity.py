@@ -212,3 +212,28 @@ def test_truncated_instance_files_are_one_line_errors(
     with pytest.raises(InstanceFormatError) as info:
         load_instances(path)
     assert "\n" not in str(info.value)
+
+
+def test_a_redo_killed_midway_is_finished_by_a_plain_resume(run: Path, reference: Path) -> None:
+    from envengineer.loop.runner import Components, _default_evaluator
+
+    path = run / "validation_set.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+    calls = []
+
+    def dies_second_time(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # killed while redoing round 1's validation
+        return _default_evaluator(*args, **kw)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(
+            None, run, resume=True, redo_damaged=True, components=Components(evaluator=dies_second_time)
+        )
+    done = RunDir(run).done()
+    assert (1, "validation") not in done and (None, "benchmark") not in done  # still marked for redo
+    _resume(run)  # no flag needed: nothing damaged is left, the rest runs
+    assert set(RunDir(run).done()) == set(RunDir(reference).done())
+    assert read_json(run / "benchmark" / "scores.json") == read_json(reference / "benchmark" / "scores.json")

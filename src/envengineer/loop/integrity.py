@@ -10,11 +10,14 @@ them before it trusts anything:
 * ``validation_set.jsonl`` and every finished stage's files must be intact. A file that changed, was
   truncated or is missing stops the resume with a one-line :class:`DamagedRunError` naming it, unless
   the run is resumed with ``redo_damaged`` (``--redo-damaged``): then the stage that wrote it runs again
-  (a damaged validation set is rebuilt), and when the redone stage's files differ from what the ledger
-  recorded, every later finished stage is redone too, since it was built on the old ones.
+  (a damaged validation set is rebuilt, and every stage redone), and when the redone stage's files
+  differ from what the ledger recorded, every later finished stage is redone too, since it was built on
+  the old ones.
 
-A redone stage is recorded by a ``redo`` line (the old line stays, for the record) followed by its new
-``done`` line; :meth:`envengineer.loop.rundir.RunDir.done` lets the later line win.
+A stage to be redone gets a ``redo`` line in the ledger (the old line stays, for the record), which
+:meth:`envengineer.loop.rundir.RunDir.done` reads as "not finished"; its new ``done`` line follows when
+it has run again. The later stages a changed stage invalidates get their ``redo`` lines at once, so a
+run killed in the middle of redoing still knows, on the next resume, what it must not reuse.
 """
 
 from __future__ import annotations
@@ -84,7 +87,6 @@ class Verifier:
     def __init__(self, rd: RunDir, *, redo_damaged: bool = False) -> None:
         self.rd = rd
         self.redo_damaged = redo_damaged
-        self.stale = False  # a redone stage produced other files: every later stage must be redone
         self._digests: dict[Path, str | None] = {}
 
     def damage(self, entry: LedgerEntry, *, skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
@@ -121,21 +123,18 @@ class Verifier:
                 "--redo-damaged to rebuild it and redo the stages that used it"
             )
         log.warning("%s %s: rebuilding it; the stages that used it will be redone", name, state)
-        self.stale = True
-        self._digests.clear()
+        for e in sorted(self.rd.done().values(), key=_order):
+            self._redo(e, f"{name} is rebuilt")
         return False
 
     def usable(self, entry: LedgerEntry) -> bool:
-        """Whether a finished stage can be skipped; False: run it again (redo_damaged or a stale run).
+        """Whether a finished stage can be skipped; False: run it again (damaged, with redo_damaged).
 
         Raises:
             DamagedRunError: one of its files is damaged and ``redo_damaged`` is off.
         """
         from envengineer.loop.rundir import EXPERIMENT
 
-        if self.stale:
-            self._redo(entry, "an earlier stage was redone with other results")
-            return False
         damaged = self.damage(entry, skip=(EXPERIMENT,))
         if not damaged:
             return True
@@ -151,16 +150,21 @@ class Verifier:
         return False
 
     def redone(self, old: LedgerEntry, new: LedgerEntry) -> None:
-        """After a redone stage: if its files differ from the old ones, every later stage is stale."""
+        """After a redone stage: if its files differ from the old ones, every later stage is redone."""
         from envengineer.loop.rundir import EXPERIMENT
 
         def own(e: LedgerEntry) -> dict[str, str]:
             return {k: v for k, v in e.hashes.items() if k != EXPERIMENT}
 
-        if own(old) != own(new):
-            if not self.stale:
-                log.warning("%s gave other files than before: the later stages will be redone", _label(new))
-            self.stale = True
+        if own(old) == own(new):
+            return
+        later = [e for e in self.rd.done().values() if _order(e) > _order(new)]
+        if later:
+            log.warning(
+                "%s gave other files than before: %d later stages will be redone", _label(new), len(later)
+            )
+        for e in sorted(later, key=_order):
+            self._redo(e, f"built on {_label(new)}, which was redone with other results")
 
     def _redo(self, entry: LedgerEntry, why: str) -> None:
         log.warning("%s runs again: %s", _label(entry), why)
@@ -171,6 +175,16 @@ class Verifier:
         if path not in self._digests:
             self._digests[path] = file_digest(path) if path.is_file() else None
         return self._digests[path]
+
+
+def _order(entry: LedgerEntry) -> tuple[int, int]:
+    """Where a stage runs: the warm-start first, then each round's stages in order, the benchmark last."""
+    from envengineer.loop.rundir import ROUND_STAGES
+
+    if entry.round is None:
+        return (-1, 0) if entry.stage == "warm_start" else (1 << 30, 0)
+    index = ROUND_STAGES.index(entry.stage) if entry.stage in ROUND_STAGES else len(ROUND_STAGES)
+    return (entry.round, index)
 
 
 def _label(entry: LedgerEntry) -> str:
