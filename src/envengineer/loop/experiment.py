@@ -552,18 +552,6 @@ def preflight(experiment: Experiment) -> None:
         raise ConfigError(f"experiment {exp.name!r}:\n  " + "\n  ".join(problems))
 
 
-def _is_empty(path: Path) -> bool:
-    """Whether an instance file holds no line at all (its format is checked when it is loaded)."""
-    import gzip
-
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            return not any(line.strip() for line in fh)
-    except (OSError, UnicodeDecodeError, EOFError):
-        return False  # unreadable: loading it will say so
-
-
 # -- the plan (dry run) -----------------------------------------------------------------------------------
 def plan(experiment: Experiment) -> dict[str, Any]:
     """What a run will do and cost, without doing it: instances, GRPO steps, evaluation responses."""
@@ -706,3 +694,15 @@ def grpo_steps(exp: Experiment) -> tuple[int | None, dict[str, Any]]:
         "num_generations": gens,
         "prompts_per_step": prompts_per_step,
     }
+
+
+def _is_empty(path: Path) -> bool:
+    """Whether an instance file holds no line at all (its format is checked when it is loaded)."""
+    import gzip
+
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as fh:
+            return not any(line.strip() for line in fh)
+    except (OSError, UnicodeDecodeError, EOFError):
+        return False  # unreadable: loading it will say so
