@@ -34,11 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from envengineer.mapf.config import RoundConfig
 from envengineer.training.grpo import resolve_model_path, train_round_from_config
 from envengineer.training.presets import load_preset
+from envengineer.yamlio import load_yaml
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -79,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     grpo = dict(base.grpo)
     for item in args.set:
         key, _, value = item.partition("=")
-        grpo[key] = yaml.safe_load(value)
+        grpo[key] = load_yaml(value)
     preset = load_preset({**base.model_dump(mode="json"), "grpo": grpo}, "grpo")
     options = preset.build_config(output_dir=tempfile.mkdtemp(), max_steps=args.steps)
     completions_per_step = (

@@ -288,3 +288,73 @@ def test_cli_eval_limit_and_errors(
         == 2
     )
     assert "greedy" in capsys.readouterr().err
+
+
+class Fixed:
+    """A backend that answers every conversation with the same text."""
+
+    name = "fixed"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def generate(
+        self, conversations: Sequence[list[dict[str, str]]], params: SamplingParams
+    ) -> list[Completion]:
+        return [Completion(self.text, completion_tokens=3) for _ in conversations]
+
+
+def test_lone_surrogate_answers_are_written_as_utf8_and_counted(
+    instances: list[Instance], tmp_path: Path
+) -> None:
+    evaluate(Fixed("A0: \ud800 RIGHT \udfff"), instances[:3], out_dir=tmp_path, progress=False)
+    raw = (tmp_path / "responses.jsonl").read_bytes()
+    raw.decode("utf-8")  # strict: valid UTF-8
+    rows = _lines(tmp_path / "responses.jsonl")
+    assert [r["response"] for r in rows] == ["A0: \ufffd RIGHT \ufffd"] * 3
+    info = json.loads((tmp_path / "eval_info.json").read_text())
+    assert info["surrogates_replaced_this_run"] == 6
+    # the file resumes and rescoring gives the same report
+    again = Counting(Fixed("x"), instances=instances)
+    evaluate(again, instances[:3], out_dir=tmp_path, progress=False)
+    assert again.asked == []
+
+
+@pytest.mark.parametrize("cut", [1, 2])
+def test_last_line_torn_inside_a_multibyte_character_is_asked_again(
+    instances: list[Instance], tmp_path: Path, cut: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    evaluate(Fixed("→ 中文 A0: RIGHT"), instances[:3], out_dir=tmp_path, progress=False)
+    path = tmp_path / "responses.jsonl"
+    data = path.read_bytes()
+    last = data.rstrip(b"\n").rfind(b"\n") + 1
+    arrow = data.index("→".encode(), last)  # 3 bytes: cut after 1 or 2 of them
+    path.write_bytes(data[: arrow + cut])
+    with pytest.raises(UnicodeDecodeError):
+        path.read_text(encoding="utf-8")
+    torn_id = json.loads(data[last:].decode())["id"]
+    again = Counting(Fixed("→ again"), instances=instances)
+    with caplog.at_level("WARNING"):
+        evaluate(again, instances[:3], out_dir=tmp_path, progress=False)
+    assert again.asked == [torn_id]
+    assert "unfinished last record" in caplog.text
+    rows = _lines(path)
+    assert sorted(r["id"] for r in rows) == sorted(i.id for i in instances[:3])
+    assert {r["id"]: r["response"] for r in rows}[torn_id] == "→ again"
+
+
+def test_invalid_utf8_mid_file_is_dropped_not_fatal(instances: list[Instance], tmp_path: Path) -> None:
+    evaluate(Fixed("ok"), instances[:3], out_dir=tmp_path, progress=False)
+    path = tmp_path / "responses.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = b'{"id": "\xff\xfe", "response": "x"}'
+    path.write_bytes(b"\n".join(lines))
+    records, dirty = read_records(path)
+    assert dirty and len(records) == 2
+
+
+def test_score_reader_names_a_torn_utf8_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"id": "a", "response": "ok"}\n{"id": "b", "response": "\xe2\x86')
+    with pytest.raises(InstanceFormatError, match=r"r.jsonl:2: not valid UTF-8"):
+        load_responses(path)

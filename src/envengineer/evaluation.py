@@ -7,8 +7,11 @@
      "error": null}
 
 An interrupted evaluation resumes from that file: instances with a record are not asked again, a torn
-last line (the process died mid-write) is dropped, and records whose request failed (``error`` set) are
-asked again by default. The file never holds two lines for one id. The responses are then scored by the
+last line (the process died mid-write, even inside a multi-byte character) is dropped, logged and asked
+again, and records whose request failed (``error`` set) are asked again by default. Every line is valid
+UTF-8 whatever the model returned: lone surrogates are replaced by U+FFFD (counted in ``eval_info.json``)
+and secrets the process holds (API keys, ``*_KEY`` / ``*_TOKEN`` variables) are replaced by ``***``
+(:mod:`envengineer.sanitize`). The file never holds two lines for one id. The responses are then scored by the
 testbed (:func:`envengineer.mapf.scoring.score`) and ``out_dir/scores.json`` holds ``report.to_json()``,
 the same JSON ``envengineer score --json`` writes for the same responses. ``out_dir/eval_info.json``
 records the backend, the sampling parameters and the throughput of the run.
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from envengineer.errors import EnvEngineerError, InstanceFormatError
 from envengineer.mapf.instance import Instance
 from envengineer.models.base import ChatBackend, Completion, SamplingParams
+from envengineer.sanitize import replace_surrogates, safe_text, scrub
 
 if TYPE_CHECKING:
     from envengineer.mapf.scoring import ScoreReport
@@ -54,55 +58,65 @@ class ResponseRecord:
     error: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "id": self.id,
-                "response": self.response,
-                "completion_tokens": self.completion_tokens,
-                "error": self.error,
-            },
-            ensure_ascii=False,
+        """One line of valid UTF-8: secrets scrubbed, lone surrogates replaced (see :func:`_record`)."""
+        return safe_text(
+            json.dumps(
+                {
+                    "id": self.id,
+                    "response": self.response,
+                    "completion_tokens": self.completion_tokens,
+                    "error": self.error,
+                },
+                ensure_ascii=False,
+            )
         )
 
 
 def read_records(path: str | Path) -> tuple[dict[str, ResponseRecord], bool]:
-    """Read a responses file, tolerating a torn last line.
+    """Read a responses file, tolerating torn and damaged lines.
+
+    The file is read as bytes and each line decoded on its own, so a last line cut inside a multi-byte
+    character (a process killed mid-write, a full disk) is one unfinished record like any other torn
+    line: it is dropped with a warning and its instance is asked again. A line that is not UTF-8, not
+    JSON or not a record is dropped the same way wherever it is.
 
     Returns:
         The records by id (the last line wins for a repeated id) and whether the file needs rewriting
-        (a torn or unreadable line, or a repeated id, was found).
+        (a torn or unreadable line, a repeated id, or a last line without its newline was found).
     """
     path = Path(path)
     records: dict[str, ResponseRecord] = {}
-    dirty = False
     if not path.exists():
-        return records, dirty
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-                rec = ResponseRecord(
-                    id=str(d["id"]),
-                    response=str(d.get("response") or ""),
-                    completion_tokens=d.get("completion_tokens"),
-                    error=d.get("error"),
-                )
-            except (json.JSONDecodeError, KeyError, TypeError):
-                log.warning(
-                    "%s:%d is not a complete record (an interrupted write?); it is dropped", path, lineno
-                )
-                dirty = True
-                continue
-            if rec.id in records:
-                dirty = True
-            records[rec.id] = rec
-    with open(path, "rb") as raw:  # appending after a last line without its newline would merge two lines
-        raw.seek(0, os.SEEK_END)
-        if raw.tell() > 0:
-            raw.seek(-1, os.SEEK_END)
-            dirty = dirty or raw.read(1) != b"\n"
+        return records, False
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    unterminated = bool(lines[-1])  # appending after a line without its newline would merge two lines
+    dirty = unterminated
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            d = json.loads(raw.decode("utf-8"))
+            rec = ResponseRecord(
+                id=str(d["id"]),
+                response=replace_surrogates(str(d.get("response") or ""))[0],
+                completion_tokens=d.get("completion_tokens"),
+                error=d.get("error"),
+            )
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            torn = unterminated and lineno == len(lines)
+            log.warning(
+                "%s:%d is %s (%s); it is dropped and its instance asked again",
+                path,
+                lineno,
+                "an unfinished last record (an interrupted write?)" if torn else "not a complete record",
+                type(exc).__name__,
+            )
+            dirty = True
+            continue
+        if rec.id in records:
+            dirty = True
+        records[rec.id] = rec
     return records, dirty
 
 
@@ -245,6 +259,7 @@ def evaluate(
     new_tokens = 0
     new_done = 0
     errors = 0
+    surrogates = 0
     try:
         with open(path, "a", encoding="utf-8") as fh:
             for lo in range(0, len(todo), batch_size):
@@ -256,7 +271,8 @@ def evaluate(
                         f"{len(batch)} conversations"
                     )
                 for inst, comp in zip(batch, completions, strict=True):
-                    rec = _record(inst.id, comp)
+                    rec, replaced = _record(inst.id, comp)
+                    surrogates += replaced
                     records[inst.id] = rec
                     fh.write(rec.to_json() + "\n")
                     new_tokens += rec.completion_tokens or 0
@@ -286,7 +302,10 @@ def evaluate(
         "responses_per_second": round(new_done / seconds, 4) if new_done and seconds > 0 else None,
         "tokens_per_second": round(new_tokens / seconds, 2) if new_tokens and seconds > 0 else None,
         "batch_size": batch_size,
+        "surrogates_replaced_this_run": surrogates,
     }
+    if surrogates:
+        log.warning("%d lone surrogates in the answers were replaced by U+FFFD", surrogates)
     _write_json(out / INFO_FILE, info)
     if info["errors"]:
         first = next(records[i].error for i in ids if records[i].error is not None)
@@ -299,13 +318,17 @@ def evaluate(
     return report
 
 
-def _record(instance_id: str, comp: Completion) -> ResponseRecord:
+def _record(instance_id: str, comp: Completion) -> tuple[ResponseRecord, int]:
+    """The record of one answer, as it will be scored and stored, and how many surrogates it had.
+
+    The text is cleaned here, before scoring, so the scores describe exactly what the file holds.
+    """
     if not isinstance(comp, Completion):
         raise EvaluationError(f"a backend returned {type(comp).__name__}, not a Completion")
     tokens = comp.completion_tokens if isinstance(comp.completion_tokens, int) else None
-    return ResponseRecord(
-        id=instance_id, response=comp.text or "", completion_tokens=tokens, error=comp.error
-    )
+    text, replaced = replace_surrogates(scrub(comp.text or ""))
+    error = None if comp.error is None else safe_text(str(comp.error))
+    return ResponseRecord(id=instance_id, response=text, completion_tokens=tokens, error=error), replaced
 
 
 def _write_json(path: Path, data: Any) -> None:

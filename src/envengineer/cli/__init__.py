@@ -2,7 +2,9 @@
 
 Each module in this package exposes ``register(subparsers)`` and sets ``func`` on its parsers; a
 sub-command returns an exit code (or ``None`` for 0). Errors the project raises on purpose become a
-one-line message and exit code 2, never a traceback.
+one-line message and exit code 2, never a traceback. Log lines and error messages pass through
+:class:`envengineer.sanitize.ScrubFilter` / :func:`~envengineer.sanitize.safe_text`: no secret of the
+process is printed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 
 from envengineer import __version__
 from envengineer.errors import EnvEngineerError
+from envengineer.sanitize import ScrubFilter, safe_text
 
 # Sub-command modules, in the order `--help` lists them. A module whose optional dependencies are
 # missing still registers its commands; they fail with a message naming the extra to install.
@@ -52,13 +55,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
+    for handler in logging.getLogger().handlers:  # no secret of the process in any log line
+        if not any(isinstance(f, ScrubFilter) for f in handler.filters):
+            handler.addFilter(ScrubFilter())
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
     try:
         return int(args.func(args) or 0)
     except EnvEngineerError as exc:
-        print(f"envengineer {args.command}: error: {exc}", file=sys.stderr)
+        print(f"envengineer {args.command}: error: {safe_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"envengineer {args.command}: interrupted", file=sys.stderr)

@@ -20,6 +20,8 @@ _BACKEND_FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "concurrency": ("concurrency", ("openai",)),
     "timeout": ("timeout", ("openai",)),
     "max_retries": ("max_retries", ("openai",)),
+    "deadline": ("deadline", ("openai",)),
+    "max_response_bytes": ("max_response_bytes", ("openai",)),
     "device": ("device", ("hf",)),
     "dtype": ("dtype", ("hf", "vllm")),
     "tensor_parallel_size": ("tensor_parallel_size", ("vllm",)),
@@ -78,7 +80,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--api-key-env", default=None, help="environment variable holding the API key (OPENAI_API_KEY)"
     )
     g.add_argument("--concurrency", type=int, default=None, help="requests in flight (default 8)")
-    g.add_argument("--timeout", type=float, default=None, help="seconds per request (default 120)")
+    g.add_argument(
+        "--timeout", type=float, default=None, help="seconds one connect or read may wait (default 120)"
+    )
+    g.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        help="seconds one request may take in all, retries included (default 600)",
+    )
+    g.add_argument(
+        "--max-response-bytes",
+        type=int,
+        default=None,
+        help="largest response body, after decompression (default 8 MiB)",
+    )
     g.add_argument("--max-retries", type=int, default=None, help="retries on 429/5xx/timeouts (default 5)")
     g = p.add_argument_group("hf / vllm backends")
     g.add_argument("--device", default=None, help="hf: cpu, cuda, cuda:1 (default: cuda when available)")

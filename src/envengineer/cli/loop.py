@@ -22,6 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="run directory (default: runs/NAME)")
     p.add_argument("--resume", type=Path, metavar="DIR", help="continue the run in DIR where it stopped")
     p.add_argument(
+        "--redo-damaged",
+        action="store_true",
+        help="with --resume: run a finished stage again when a file it wrote was changed, truncated or "
+        "deleted (default: stop and name the file)",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -89,8 +95,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             _print_plan(exp, args.resume)
             return 0
         return _execute(
-            None, args.resume, resume=True, report=not args.no_report, progress=not args.no_progress
+            None,
+            args.resume,
+            resume=True,
+            report=not args.no_report,
+            progress=not args.no_progress,
+            redo_damaged=args.redo_damaged,
         )
+    if args.redo_damaged:
+        raise ConfigError("--redo-damaged applies to --resume DIR only")
     if args.experiment is None:
         raise ConfigError("name an experiment file (e.g. experiments/cpu/main-self.yaml) or use --resume DIR")
     exp = load_experiment(args.experiment, overrides)
@@ -135,13 +148,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
-def _execute(exp: object, out: Path, *, resume: bool, report: bool, progress: bool) -> int:
+def _execute(
+    exp: object, out: Path, *, resume: bool, report: bool, progress: bool, redo_damaged: bool = False
+) -> int:
     from envengineer.loop.report import benchmark_table_md
     from envengineer.loop.rundir import read_json
     from envengineer.loop.runner import run_experiment
 
     t0 = time.perf_counter()
-    summary = run_experiment(exp, out, resume=resume, progress=progress and sys.stderr.isatty())  # type: ignore[arg-type]
+    summary = run_experiment(
+        exp,  # type: ignore[arg-type]
+        out,
+        resume=resume,
+        progress=progress and sys.stderr.isatty(),
+        redo_damaged=redo_damaged,
+    )
     seconds = time.perf_counter() - t0
     scores = read_json(out / "benchmark" / "scores.json")
     print(benchmark_table_md(scores, title=f"benchmark: {out}"))
@@ -161,8 +182,9 @@ def _execute(exp: object, out: Path, *, resume: bool, report: bool, progress: bo
 
 
 def _print_plan(exp: object, out: Path) -> None:
-    from envengineer.loop.experiment import plan
+    from envengineer.loop.experiment import plan, preflight
 
+    preflight(exp)  # type: ignore[arg-type]  # the checks `run` makes: a plan `run` would reject is an error
     p = plan(exp)  # type: ignore[arg-type]
     steps = p["grpo_steps_per_round"]
     print(f"experiment {p['name']} -> {out}")

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.config import format_validation_error, read_yaml
+from envengineer.yamlio import YAMLDataError, brief, load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,18 @@ class EngineerSettings(_Model):
     api_key_env: str | None = Field(
         default=None,
         description="openai only: name of the environment variable holding the API key (never logged).",
+    )
+    request_deadline: float = Field(
+        default=600.0,
+        gt=0.0,
+        le=86400.0,
+        description="openai only: seconds one request may take in all (connect, answer, retries and waits).",
+    )
+    max_response_bytes: int = Field(
+        default=8 * 2**20,
+        ge=1024,
+        le=2**30,
+        description="openai only: largest response body accepted, after decompression (larger: an error).",
     )
     options: dict[str, Any] = Field(
         default_factory=dict,
@@ -375,7 +388,7 @@ class Experiment(_Model):
         """Validate a parsed document, raising a ConfigError that names the bad field and its value."""
         if not isinstance(data, dict):
             raise ConfigError(
-                f"{where}: an experiment is a YAML mapping with at least 'name', got {data!r:.60}"
+                f"{where}: an experiment is a YAML mapping with at least 'name', got {brief(data)}"
             )
         try:
             return cls.model_validate(data)
@@ -414,12 +427,12 @@ def read_experiment_data(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, 
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: an experiment is a YAML mapping with at least 'name', got {data!r:.60}")
+        raise ConfigError(f"{path}: an experiment is a YAML mapping with at least 'name', got {brief(data)}")
     base = data.pop("base", None)
     if base is None:
         return data
     if not isinstance(base, str):
-        raise ConfigError(f"{path}: 'base' must be a file path relative to {path.parent}, got {base!r:.60}")
+        raise ConfigError(f"{path}: 'base' must be a file path relative to {path.parent}, got {brief(base)}")
     return deep_merge(read_experiment_data(path.parent / base, (*_seen, resolved)), data)
 
 
@@ -463,9 +476,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise ConfigError(f"override {text!r} must look like key=value, e.g. rounds=2 or engineer.kind=fixed")
     try:
-        return key.strip(), yaml.safe_load(value)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"override {text!r}: the value is not valid YAML ({exc})") from None
+        return key.strip(), load_yaml(value)
+    except YAMLDataError as exc:
+        raise ConfigError(f"override {brief(text)}: the value is not valid YAML ({exc})") from None
 
 
 def demo_experiment() -> Experiment:
@@ -496,7 +509,8 @@ DEMO: dict[str, Any] = {
 
 # -- checks before a run ----------------------------------------------------------------------------------
 def preflight(experiment: Experiment) -> None:
-    """Check what the experiment names before anything runs: presets, context, engineer options, files.
+    """Check what the experiment names before anything runs: presets, context, engineer options, files,
+    and that the validation and benchmark sets will not be empty. ``--dry-run`` runs it too.
 
     Raises:
         ConfigError: every problem found, one per line, each naming what to change.
@@ -539,6 +553,20 @@ def preflight(experiment: Experiment) -> None:
     problems.extend(_small_policy_problems(exp))
     if exp.evaluation.benchmark_path and not Path(exp.evaluation.benchmark_path).exists():
         problems.append(f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} does not exist")
+    elif exp.evaluation.benchmark_path and _is_empty(Path(exp.evaluation.benchmark_path)):
+        problems.append(
+            f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} holds no instance; the benchmark "
+            "would be empty"
+        )
+    if exp.rounds > 0:
+        from envengineer.mapf.benchmark import cells
+
+        v = exp.validation
+        if not list(cells(v.agents, v.max_size)):
+            problems.append(
+                f"validation: the validation set would be empty: no map size from the agent count to "
+                f"max_size {v.max_size} fits agents {list(v.agents)}; use agents <= max_size (e.g. [3, 4, 5])"
+            )
     if problems:
         raise ConfigError(f"experiment {exp.name!r}:\n  " + "\n  ".join(problems))
 
@@ -701,3 +729,15 @@ def grpo_steps(exp: Experiment) -> tuple[int | None, dict[str, Any]]:
         "num_generations": gens,
         "prompts_per_step": prompts_per_step,
     }
+
+
+def _is_empty(path: Path) -> bool:
+    """Whether an instance file holds no line at all (its format is checked when it is loaded)."""
+    import gzip
+
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as fh:
+            return not any(line.strip() for line in fh)
+    except (OSError, UnicodeDecodeError, EOFError):
+        return False  # unreadable: loading it will say so

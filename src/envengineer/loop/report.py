@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from envengineer.errors import ConfigError
 from envengineer.loop.rundir import ROUND_STAGES, RunDir, atomic_write_text, read_json
+from envengineer.mapf.config import read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ def load_run(run_dir: str | Path) -> RunRecord:
             f"{rd.root} is not a run directory ({rd.experiment_path.name} missing); "
             "pass the --out folder of `envengineer run`"
         )
-    experiment = yaml.safe_load(rd.experiment_path.read_text(encoding="utf-8")) or {}
+    experiment = read_yaml(rd.experiment_path, "resolved experiment") or {}
     done = rd.done()
     run = RunRecord(root=rd.root, experiment=experiment)
     for r in rd.rounds_present():
@@ -86,7 +85,7 @@ def load_run(run_dir: str | Path) -> RunRecord:
         stages = tuple(s for s in ROUND_STAGES if (r, s) in done)
         rec = RoundRecord(index=r, stages=stages, seconds={s: done[(r, s)].seconds for s in stages})
         if "config" in stages:
-            rec.config = yaml.safe_load((d / "config.applied.yaml").read_text(encoding="utf-8"))
+            rec.config = read_yaml(d / "config.applied.yaml", "applied configuration")
             rec.projection = _maybe_json(d / "projection.json")
             rationale = d / "engineer" / "rationale.txt"
             rec.rationale = rationale.read_text(encoding="utf-8") if rationale.exists() else None

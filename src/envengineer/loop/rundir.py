@@ -18,7 +18,8 @@ Layout (``docs/loop.md`` has the full description)::
       report.md, figures/*.png     written by ``envengineer report``
 
 Every file is written to a temporary name and moved into place with :func:`os.replace`, so a reader (or
-a resumed run) sees either the old content or the new one, never half a file. A stage is finished when
+a resumed run) sees either the old content or the new one, never half a file; what is written is valid
+UTF-8 and holds no secret of the process (:mod:`envengineer.sanitize`). A stage is finished when
 its ledger line exists; its files are always written before that line.
 """
 
@@ -30,13 +31,14 @@ import os
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from envengineer.errors import ConfigError
+from envengineer.sanitize import replace_surrogates, safe_text, scrub
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +51,17 @@ FINAL_STAGES: tuple[str, ...] = ("benchmark",)
 
 LEDGER = "ledger.jsonl"
 EXPERIMENT = "experiment.yaml"
+VALIDATION_SET = "validation_set.jsonl"
+#: Files every stage reads; each ledger line records their hash as it was when the stage finished.
+FIXED_INPUTS: tuple[str, ...] = (EXPERIMENT, VALIDATION_SET)
 
 
 # -- atomic writes ----------------------------------------------------------------------------------------
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder and :func:`os.replace`.
+
+    The text is written as valid UTF-8 with every secret the process holds replaced by ``***``
+    (:mod:`envengineer.sanitize`): model text (an engineer's rationale, an echoed key) lands here.
 
     >>> import tempfile, pathlib
     >>> p = atomic_write_text(pathlib.Path(tempfile.mkdtemp()) / "a" / "x.txt", "hi")
@@ -61,6 +69,9 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     'hi'
     """
     path = Path(path)
+    text, replaced = replace_surrogates(scrub(text))
+    if replaced:
+        log.warning("%s: %d lone surrogates replaced by U+FFFD", path, replaced)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -101,13 +112,13 @@ def read_jsonl(path: str | Path, *, skip_torn: bool = False) -> list[Any]:
     that is not JSON is (the ledger closes a torn line before appending, so it can sit mid-file).
     """
     rows = []
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    lines = Path(path).read_bytes().splitlines()  # per line: a torn multi-byte character spoils one line
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            rows.append(json.loads(line.decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError):
             if skip_torn or i == len(lines) - 1:
                 log.warning("%s:%d: ignoring a torn line (a writer was killed mid-line)", path, i + 1)
                 continue
@@ -130,7 +141,12 @@ def _json_default(obj: Any) -> Any:
 # -- the ledger -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One finished stage: which round (``None`` for final stages), which stage, and what it wrote."""
+    """One finished stage: which round (``None`` for final stages), which stage, and what it wrote.
+
+    ``hashes`` maps each file it wrote, and the run's fixed inputs, relative to the run directory, to
+    ``sha256:<hex>`` (:mod:`envengineer.loop.integrity` checks them on resume). ``status`` is ``done``,
+    ``skipped`` or ``redo`` (the stage was found damaged and runs again).
+    """
 
     round: int | None
     stage: str
@@ -139,6 +155,7 @@ class LedgerEntry:
     seconds: float
     paths: dict[str, str]
     info: dict[str, Any]
+    hashes: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[int | None, str]:
@@ -154,10 +171,11 @@ class LedgerEntry:
             seconds=float(d.get("seconds", 0.0)),
             paths=dict(d.get("paths") or {}),
             info=dict(d.get("info") or {}),
+            hashes=dict(d.get("hashes") or {}),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "round": self.round,
             "stage": self.stage,
             "status": self.status,
@@ -166,6 +184,9 @@ class LedgerEntry:
             "paths": self.paths,
             "info": self.info,
         }
+        if self.hashes:
+            out["hashes"] = self.hashes
+        return out
 
 
 class RunDir:
@@ -222,11 +243,13 @@ class RunDir:
         return [LedgerEntry.from_dict(d) for d in read_jsonl(self.ledger_path, skip_torn=True)]
 
     def done(self) -> dict[tuple[int | None, str], LedgerEntry]:
-        """Finished stages by ``(round, stage)`` (the first record wins; there should be only one)."""
+        """Finished stages by ``(round, stage)``: the first record wins, until a ``redo`` line drops it."""
         out: dict[tuple[int | None, str], LedgerEntry] = {}
         for e in self.entries():
             if e.status in ("done", "skipped"):
                 out.setdefault(e.key, e)
+            elif e.status == "redo":
+                out.pop(e.key, None)
         return out
 
     def is_done(self, r: int | None, stage: str) -> bool:
@@ -244,11 +267,16 @@ class RunDir:
     ) -> LedgerEntry:
         """Append one line to the ledger (flushed and fsynced before returning).
 
+        The line records the content hash of each of ``paths`` that is a file, and of the run's fixed
+        inputs (:data:`FIXED_INPUTS`) that exist.
+
         Raises:
-            ConfigError: the stage is already recorded (a finished stage is never run twice).
+            ConfigError: the stage is already recorded (a finished stage is never run twice; a ``redo``
+                line first releases it).
         """
-        if self.is_done(r, stage):
+        if status != "redo" and self.is_done(r, stage):
             raise ConfigError(f"{self.ledger_path}: stage {stage!r} of round {r} is already recorded")
+        hashes = {} if status == "redo" else self._hashes(paths or {})
         entry = LedgerEntry(
             round=r,
             stage=stage,
@@ -257,9 +285,10 @@ class RunDir:
             seconds=float(seconds),
             paths={k: self.rel(v) for k, v in (paths or {}).items()},
             info=dict(info or {}),
+            hashes=hashes,
         )
         self.root.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(entry.to_dict(), default=_json_default) + "\n"
+        line = safe_text(json.dumps(entry.to_dict(), default=_json_default)) + "\n"
         with open(self.ledger_path, "a+b") as fh:
             fh.seek(0, os.SEEK_END)
             if fh.tell() > 0:
@@ -271,6 +300,15 @@ class RunDir:
             os.fsync(fh.fileno())
         log.debug("ledger: round %s stage %s %s", r, stage, status)
         return entry
+
+    def _hashes(self, paths: dict[str, str | Path]) -> dict[str, str]:
+        from envengineer.loop.integrity import file_digest
+
+        out: dict[str, str] = {}
+        for path in [*(Path(p) for p in paths.values()), *(self.root / name for name in FIXED_INPUTS)]:
+            if path.is_file():
+                out[self.rel(path)] = file_digest(path)
+        return out
 
     def iter_round_entries(self) -> Iterator[tuple[int, dict[str, LedgerEntry]]]:
         """Per round present in the ledger: ``(round, {stage: entry})``, rounds in order."""

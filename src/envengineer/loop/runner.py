@@ -34,10 +34,12 @@ import numpy as np
 
 from envengineer.errors import ConfigError
 from envengineer.loop.experiment import Experiment, preflight
+from envengineer.loop.integrity import Verifier, check_experiment
 from envengineer.loop.report import benchmark_table_md
 from envengineer.loop.rundir import (
     FINAL_STAGES,
     ROUND_STAGES,
+    VALIDATION_SET,
     RunDir,
     atomic_write_json,
     atomic_write_jsonl,
@@ -256,7 +258,11 @@ def _default_engineer_factory(
         "seed": round_seed(experiment.seeds.evaluation, "engineer", round),
     }
     if spec.kind == "openai":
-        options = {"base_url": spec.base_url}
+        options: dict[str, Any] = {
+            "base_url": spec.base_url,
+            "deadline": spec.request_deadline,
+            "max_response_bytes": spec.max_response_bytes,
+        }
         if spec.api_key_env:
             options["api_key_env"] = spec.api_key_env
         return make_engineer("openai", model=spec.model, backend_kind="openai", backend_options=options, **kw)
@@ -340,6 +346,8 @@ class LoopRunner:
         run_dir: Where the lab notebook lives.
         components: Real or fake parts; missing ones come from :func:`default_components`.
         progress: Show a tqdm bar over the run's stages (round, stage, ETA).
+        redo_damaged: On resume, run a finished stage again when a file it wrote is damaged (changed,
+            truncated, missing) instead of stopping (:mod:`envengineer.loop.integrity`).
     """
 
     def __init__(
@@ -349,9 +357,11 @@ class LoopRunner:
         *,
         components: Components | None = None,
         progress: bool = False,
+        redo_damaged: bool = False,
     ) -> None:
         self.exp = experiment
         self.rd = RunDir(run_dir)
+        self.verifier = Verifier(self.rd, redo_damaged=redo_damaged)
         self.comps = _complete(components)
         self.progress = progress
         self.space = self.comps.space
@@ -389,6 +399,7 @@ class LoopRunner:
                 f"{rd.root} holds no run ({rd.experiment_path.name} missing); start one with "
                 "`envengineer run EXPERIMENT.yaml --out DIR`"
             )
+        check_experiment(rd)  # the experiment is frozen: an edited file is refused
         return cls(load_experiment(rd.experiment_path), run_dir, **kw)
 
     @property
@@ -422,6 +433,7 @@ class LoopRunner:
             log.info("resuming %s: %d of %d stages already finished", self.rd.root, already, total)
         self._bar = _progress_bar(total, already, self.progress, exp.name)
         try:
+            self._check_sets()
             if warm:
                 self._stage(
                     None,
@@ -457,8 +469,10 @@ class LoopRunner:
         run: Callable[[], tuple[dict[str, Any], dict[str, Any]] | tuple[dict[str, Any], dict[str, Any], str]],
         load: Callable[[Any], None],
     ) -> None:
-        entry = self.rd.done().get((r, stage))
+        entry = old = self.rd.done().get((r, stage))
         label = f"round {r}/{self.exp.rounds - 1} {stage}" if r is not None else stage
+        if entry is not None and not self.verifier.usable(entry):
+            entry = None  # damaged (redo_damaged) or built on a redone stage: run it again
         if entry is not None:
             load(entry)
             log.debug("%s: finished earlier, skipped", label)
@@ -470,7 +484,11 @@ class LoopRunner:
         out = run()
         paths, info = out[0], out[1]
         status = out[2] if len(out) > 2 else "done"  # type: ignore[misc]
-        self.rd.record(r, stage, seconds=time.perf_counter() - t0, paths=paths, info=info, status=status)
+        new = self.rd.record(
+            r, stage, seconds=time.perf_counter() - t0, paths=paths, info=info, status=status
+        )
+        if old is not None:
+            self.verifier.redone(old, new)
         if self._bar is not None:
             self._bar.update(1)
 
@@ -576,7 +594,10 @@ class LoopRunner:
         atomic_write_json(d / "projection.json", projection)
         atomic_write_text(d / "config.applied.yaml", config.to_yaml())
         state.config = config
-        return {"config": d / "config.applied.yaml", "projection": d / "projection.json"}, info
+        paths: dict[str, Any] = {"config": d / "config.applied.yaml", "projection": d / "projection.json"}
+        if (d / "engineer" / "rationale.txt").exists():  # read back on resume (the S module): hashed too
+            paths["rationale"] = d / "engineer" / "rationale.txt"
+        return paths, info
 
     def _load_config(self, state: RoundState, entry: Any) -> None:
         d = self.rd.round_dir(state.index)
@@ -806,11 +827,27 @@ class LoopRunner:
         return holder["scores"]["summary"]
 
     # the fixed sets -----------------------------------------------------------------------------------
+    def _check_sets(self) -> None:
+        """An empty validation or benchmark set is an error before anything runs (no run with n = 0)."""
+        if self.exp.rounds > 0 and not self.validation_set:
+            v = self.exp.validation
+            raise ConfigError(
+                f"the validation set is empty (agents {list(v.agents)}, max_size {v.max_size}); "
+                "choose agent counts that fit the sizes (agents <= max_size)"
+            )
+        if not self.benchmark_set:
+            raise ConfigError(
+                "the benchmark set is empty; check evaluation.benchmark_path, benchmark_per_cell and "
+                "benchmark_limit"
+            )
+
     @property
     def validation_set(self) -> list[Instance]:
         """The validation set, built once per run and kept in ``validation_set.jsonl`` (resume reuses it)."""
         if self._validation is None:
-            path = self.rd.root / "validation_set.jsonl"
+            path = self.rd.root / VALIDATION_SET
+            if path.exists() and not self.verifier.check_validation_set(VALIDATION_SET):
+                path.unlink()  # damaged, and redo_damaged: rebuilt below
             if path.exists():
                 self._validation = load_instances(path)
             else:
@@ -865,10 +902,13 @@ def run_experiment(
     resume: bool = False,
     components: Components | None = None,
     progress: bool = False,
+    redo_damaged: bool = False,
 ) -> dict[str, Any]:
     """Start (or resume) a run; returns the benchmark summary. See :class:`LoopRunner`."""
     if resume:
-        runner = LoopRunner.resume(run_dir, components=components, progress=progress)
+        runner = LoopRunner.resume(
+            run_dir, components=components, progress=progress, redo_damaged=redo_damaged
+        )
         if experiment is not None and experiment != runner.exp:
             raise ConfigError(
                 f"{run_dir}: the experiment differs from the run's experiment.yaml; resume "

@@ -325,10 +325,20 @@ def validate_proposal(proposal: Any, space: ConfigSpace = DEFAULT_SPACE) -> list
 
 
 def read_yaml(path: Path, what: str) -> Any:
-    """A YAML (or JSON) file's content; an unreadable file or bad YAML is a one-line :class:`ConfigError`."""
+    """A YAML (or JSON) file's content; an unreadable file or bad YAML is a one-line :class:`ConfigError`.
+
+    Aliases are refused (:func:`envengineer.yamlio.load_yaml`): a few hundred bytes of aliases expand
+    into an exponentially large document.
+    """
+    from envengineer.yamlio import YAMLDataError, load_yaml
+
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        return load_yaml(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read the {what} (not UTF-8 at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    except YAMLDataError as exc:
         raise ConfigError(f"{path}: cannot read the {what} ({exc})") from None
 
 

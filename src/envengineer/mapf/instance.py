@@ -18,6 +18,7 @@ import gzip
 import hashlib
 import io
 import json
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -254,18 +255,25 @@ def iter_instances(path: str | Path) -> Iterator[Instance]:
     path = Path(path)
     if not path.exists():
         raise InstanceFormatError(f"{path}: no such file")
-    with _open_text(path, "r") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InstanceFormatError(
-                    f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
-                ) from None
-            yield Instance.from_dict(d, where=where)
+    lineno = 0
+    try:
+        with _open_text(path, "r") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{lineno}"
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InstanceFormatError(
+                        f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
+                    ) from None
+                yield Instance.from_dict(d, where=where)
+    except (UnicodeDecodeError, EOFError, OSError, zlib.error) as exc:  # torn gzip or bytes, unreadable
+        raise InstanceFormatError(
+            f"{path}: unreadable after line {lineno} ({type(exc).__name__}: {str(exc)[:80]}); "
+            "the file is truncated or corrupt"
+        ) from None
 
 
 def load_instances(path: str | Path) -> list[Instance]:

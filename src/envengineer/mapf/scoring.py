@@ -162,22 +162,25 @@ def load_responses(path: str | Path) -> tuple[dict[str, str], dict[str, int | No
         raise InstanceFormatError(f"{path}: no such responses file")
     responses: dict[str, str] = {}
     tokens: dict[str, int | None] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InstanceFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if (
-                not isinstance(d, dict)
-                or "id" not in d
-                or not isinstance(d.get("response", ""), (str, type(None)))
-            ):
-                raise InstanceFormatError(f'{path}:{lineno}: expected {{"id": ..., "response": "..."}}')
-            responses[str(d["id"])] = d.get("response") or ""
-            tokens[str(d["id"])] = d.get("completion_tokens", d.get("tokens"))
+    for lineno, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            d = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InstanceFormatError(
+                f"{path}:{lineno}: not valid UTF-8 (a torn last line? resume the evaluation to redo it)"
+            ) from None
+        except json.JSONDecodeError as exc:
+            raise InstanceFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        if (
+            not isinstance(d, dict)
+            or "id" not in d
+            or not isinstance(d.get("response", ""), (str, type(None)))
+        ):
+            raise InstanceFormatError(f'{path}:{lineno}: expected {{"id": ..., "response": "..."}}')
+        responses[str(d["id"])] = d.get("response") or ""
+        tokens[str(d["id"])] = d.get("completion_tokens", d.get("tokens"))
     return responses, tokens
 
 

@@ -3,13 +3,19 @@
 Requests go through the official ``openai`` client, a few at a time (``concurrency`` threads). A request
 that fails with a rate limit (429), a server error (5xx), a timeout or a connection error is retried with
 exponential backoff (the server's ``Retry-After`` wins when it sends one); one that still fails, or fails
-in a way a retry cannot fix (4xx, a malformed body), becomes a :class:`Completion` with ``error`` set. An
-evaluation therefore never dies of one bad request, and the failure is on record.
+in a way a retry cannot fix (4xx, a malformed body, a body over the size cap), becomes a
+:class:`Completion` with ``error`` set. An evaluation therefore never dies of one bad request, and the
+failure is on record.
+
+Each request, all its attempts and waits included, has a total ``deadline`` (connect, send, headers and
+body: a server that drips bytes cannot stretch it), and its body is capped at ``max_response_bytes``
+after decompression (:mod:`envengineer.models.http_guard`).
 
 The API key is read from the environment variable the configuration names (``OPENAI_API_KEY`` by
-default). Only the variable's name is kept in the backend's records; the key itself is never logged nor
-written anywhere. A local server needs no key: with ``base_url`` set and the variable empty, requests
-carry the placeholder key ``EMPTY``.
+default). Only the variable's name is kept in the backend's records; the key is registered as a secret
+(:mod:`envengineer.sanitize`) and scrubbed from every answer and error, so an endpoint that echoes it
+cannot get it written anywhere. A local server needs no key: with ``base_url`` set and the variable
+empty, requests carry the placeholder key ``EMPTY``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from envengineer.models.base import Completion, Conversation, ModelError, SamplingParams, check_conversations
+from envengineer.models.http_guard import ResponseTooLarge, UnsupportedEncoding, deadline, remaining
+from envengineer.sanitize import register_secret, safe_text
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +54,11 @@ class OpenAIBackend:
             (or ``$OPENAI_BASE_URL``).
         api_key_env: The environment variable that holds the API key.
         concurrency: Requests in flight at once.
-        timeout: Seconds before one request is abandoned (and retried).
+        timeout: Seconds one socket operation (connect, a read, a write) may wait before the attempt is
+            abandoned (and retried).
+        deadline: Seconds one request may take in all: every attempt, wait and retry included.
+        max_response_bytes: Largest response body accepted, after decompression; a larger one is an
+            error (not retried).
         max_retries: Retries after the first attempt, for 408/409/429/5xx, timeouts and connection errors.
         backoff: First retry delay in seconds; it doubles on every retry (with jitter).
         backoff_max: Largest delay between two attempts, in seconds.
@@ -66,6 +78,8 @@ class OpenAIBackend:
         api_key_env: str = "OPENAI_API_KEY",
         concurrency: int = 8,
         timeout: float = 120.0,
+        deadline: float = 600.0,
+        max_response_bytes: int = 8 * 2**20,
         max_retries: int = 5,
         backoff: float = 1.0,
         backoff_max: float = 60.0,
@@ -83,6 +97,10 @@ class OpenAIBackend:
             raise ModelError(f"concurrency must be >= 1, got {concurrency}")
         if timeout <= 0:
             raise ModelError(f"timeout must be > 0 seconds, got {timeout}")
+        if not deadline > 0:
+            raise ModelError(f"deadline must be > 0 seconds, got {deadline}")
+        if max_response_bytes < 1024:
+            raise ModelError(f"max_response_bytes must be >= 1024, got {max_response_bytes}")
         if max_retries < 0:
             raise ModelError(f"max_retries must be >= 0, got {max_retries}")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env or ""):
@@ -103,6 +121,8 @@ class OpenAIBackend:
         self.api_key_env = api_key_env
         self.concurrency = concurrency
         self.timeout = timeout
+        self.deadline = float(deadline)
+        self.max_response_bytes = int(max_response_bytes)
         self.max_retries = max_retries
         self.backoff = backoff
         self.backoff_max = backoff_max
@@ -110,7 +130,15 @@ class OpenAIBackend:
         self.extra_body = dict(extra_body or {})
         self.name = f"openai:{model}"
         self._secret = key if key != "EMPTY" else None
-        self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+        register_secret(self._secret)
+        from envengineer.models.http_guard import guarded_http_client
+
+        http_client = guarded_http_client(
+            base_url=base_url, max_bytes=self.max_response_bytes, timeout=timeout, concurrency=concurrency
+        )
+        self._client = openai.OpenAI(
+            api_key=key, base_url=base_url, timeout=timeout, max_retries=0, http_client=http_client
+        )
 
     def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Completion]:
         """Send every conversation (``concurrency`` at a time); results come back in order."""
@@ -147,22 +175,33 @@ class OpenAIBackend:
         return kwargs
 
     def _complete(self, conversation: Conversation, params: SamplingParams) -> Completion:
+        with deadline(self.deadline):
+            return self._attempts(conversation, params)
+
+    def _attempts(self, conversation: Conversation, params: SamplingParams) -> Completion:
         kwargs = self._request(conversation, params)
         rng = np.random.default_rng()
         attempt = 0
         while True:
             try:
                 response = self._client.chat.completions.create(**kwargs)
-                return _parse(response)
+                completion = _parse(response)
+                return Completion(
+                    self._scrub(completion.text), completion_tokens=completion.completion_tokens
+                )
             except Exception as exc:
                 retry, wait_hint = _classify(exc)
+                left = remaining()
+                if left is not None and left <= 0:
+                    return self._failed(f"deadline of {self.deadline:g} s passed ({_short(exc)})", attempt)
                 if not retry or attempt >= self.max_retries:
-                    message = self._describe(exc, attempt + 1)
-                    log.warning("%s: request failed: %s", self.name, message)
-                    return Completion("", error=message)
+                    return self._failed(_short(exc), attempt)
                 delay = min(self.backoff_max, self.backoff * 2.0**attempt) * float(rng.uniform(0.5, 1.0))
                 if wait_hint is not None:
                     delay = min(self.backoff_max, max(delay, wait_hint))
+                if left is not None and delay >= left:
+                    reason = f"deadline of {self.deadline:g} s leaves no time for a retry ({_short(exc)})"
+                    return self._failed(reason, attempt)
                 log.info(
                     "%s: %s; retry %d/%d in %.2f s",
                     self.name,
@@ -174,12 +213,16 @@ class OpenAIBackend:
                 time.sleep(delay)
                 attempt += 1
 
-    def _describe(self, exc: BaseException, attempts: int) -> str:
-        return self._scrub(f"{_short(exc)} (after {attempts} attempt{'s' if attempts > 1 else ''})")
+    def _failed(self, reason: str, attempt: int) -> Completion:
+        attempts = attempt + 1
+        message = self._scrub(f"{reason} (after {attempts} attempt{'s' if attempts > 1 else ''})")
+        log.warning("%s: request failed: %s", self.name, message)
+        return Completion("", error=message)
 
     def _scrub(self, text: str) -> str:
-        """Remove the API key from a text, should an error message ever echo it."""
-        return text.replace(self._secret, "***") if self._secret else text
+        """Remove the API key (and every other known secret) from a text, and lone surrogates."""
+        text = text.replace(self._secret, "***") if self._secret else text
+        return safe_text(text)
 
     def __repr__(self) -> str:
         return (
@@ -208,6 +251,8 @@ def _classify(exc: BaseException) -> tuple[bool, float | None]:
     """Whether a failed request is worth retrying, and the server's ``Retry-After`` in seconds if any."""
     import openai
 
+    if _cause(exc, (ResponseTooLarge, UnsupportedEncoding)) is not None:
+        return False, None  # the same request would get the same body
     if isinstance(exc, openai.APIConnectionError):  # includes timeouts
         return True, None
     if isinstance(exc, openai.APIStatusError):
@@ -228,6 +273,9 @@ def _short(exc: BaseException) -> str:
 
     if isinstance(exc, _MalformedResponse):
         return f"malformed response: {exc}"
+    bounded = _cause(exc, (ResponseTooLarge, UnsupportedEncoding))
+    if bounded is not None:
+        return str(bounded)
     if isinstance(exc, json.JSONDecodeError):
         return f"malformed response: body is not JSON ({exc.msg} at char {exc.pos})"
     if isinstance(exc, openai.APIStatusError):
@@ -238,3 +286,15 @@ def _short(exc: BaseException) -> str:
         cause = exc.__cause__ or exc
         return f"connection error: {str(cause)[:200]}"
     return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+def _cause(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
+    """``exc`` or the first exception of ``kinds`` in its cause/context chain (the client wraps errors)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kinds):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

@@ -1,0 +1,191 @@
+"""Resume verifies what it reuses: content hashes in the ledger, checked before a stage is skipped.
+
+Every ledger line carries ``hashes``: the SHA-256 of each file the stage wrote (its ``paths`` that are
+files; checkpoint folders are the trainer's and are not hashed) and of the run's fixed inputs as they
+were when the stage finished (``experiment.yaml`` and ``validation_set.jsonl``). A resumed run checks
+them before it trusts anything:
+
+* ``experiment.yaml`` must be the file the run started with: an edited one (3 -> 4 rounds) is refused,
+  always; the run is what its experiment says.
+* ``validation_set.jsonl`` and every finished stage's files must be intact. A file that changed, was
+  truncated or is missing stops the resume with a one-line :class:`DamagedRunError` naming it, unless
+  the run is resumed with ``redo_damaged`` (``--redo-damaged``): then the stage that wrote it runs again
+  (a damaged validation set is rebuilt, and every stage redone), and when the redone stage's files
+  differ from what the ledger recorded, every later finished stage is redone too, since it was built on
+  the old ones.
+
+A stage to be redone gets a ``redo`` line in the ledger (the old line stays, for the record), which
+:meth:`envengineer.loop.rundir.RunDir.done` reads as "not finished"; its new ``done`` line follows when
+it has run again. The later stages a changed stage invalidates get their ``redo`` lines at once, so a
+run killed in the middle of redoing still knows, on the next resume, what it must not reuse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envengineer.errors import ConfigError
+
+if TYPE_CHECKING:
+    from envengineer.loop.rundir import LedgerEntry, RunDir
+
+log = logging.getLogger(__name__)
+
+
+class DamagedRunError(ConfigError):
+    """A file a resumed run would reuse differs from what the ledger recorded (changed, truncated, gone)."""
+
+
+def file_digest(path: str | Path) -> str:
+    """``sha256:<hex>`` of a file's bytes, read in blocks.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x"; _ = p.write_bytes(b"abc")
+    >>> file_digest(p)[:15]
+    'sha256:ba7816bf'
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return f"sha256:{h.hexdigest()}"
+
+
+def latest_hash(rd: RunDir, name: str) -> tuple[str, LedgerEntry] | None:
+    """The last hash the ledger holds for ``name`` (a path relative to the run) and the line holding it."""
+    found = None
+    for entry in rd.entries():
+        if name in entry.hashes:
+            found = (entry.hashes[name], entry)
+    return found
+
+
+def check_experiment(rd: RunDir) -> None:
+    """Refuse a resume whose ``experiment.yaml`` is not the one the run's finished stages ran under.
+
+    Raises:
+        DamagedRunError: the file changed since the ledger's last line recorded it.
+    """
+    from envengineer.loop.rundir import EXPERIMENT
+
+    recorded = latest_hash(rd, EXPERIMENT)
+    if recorded is None or not rd.experiment_path.exists():
+        return  # nothing finished yet (or a run from before hashes: nothing to compare)
+    if file_digest(rd.experiment_path) != recorded[0]:
+        raise DamagedRunError(
+            f"{rd.experiment_path} changed since the run started (its hash differs from the ledger's); "
+            "a run is what its experiment says: restore the file, or start a new run with the edited one"
+        )
+
+
+class Verifier:
+    """Checks finished stages before a resumed run skips them; decides what ``redo_damaged`` reruns."""
+
+    def __init__(self, rd: RunDir, *, redo_damaged: bool = False) -> None:
+        self.rd = rd
+        self.redo_damaged = redo_damaged
+        self._digests: dict[Path, str | None] = {}
+
+    def damage(self, entry: LedgerEntry, *, skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+        """``(relative path, "changed" | "missing")`` for each recorded file that is not as recorded."""
+        out = []
+        for name, digest in entry.hashes.items():
+            if name in skip:
+                continue
+            path = self.rd.abs(name)
+            now = self._digest(path)
+            if now is None:
+                out.append((name, "missing"))
+            elif now != digest:
+                out.append((name, "changed"))
+        return out
+
+    def check_validation_set(self, name: str) -> bool:
+        """Whether the validation set is as the ledger recorded it; False: rebuild it (redo_damaged).
+
+        Raises:
+            DamagedRunError: it is damaged and ``redo_damaged`` is off.
+        """
+        recorded = latest_hash(self.rd, name)
+        if recorded is None:
+            return True
+        digest, entry = recorded
+        now = self._digest(self.rd.abs(name))
+        if now == digest:
+            return True
+        state = "is missing" if now is None else "changed (edited or truncated)"
+        if not self.redo_damaged:
+            raise DamagedRunError(
+                f"{self.rd.abs(name)} {state} since {_label(entry)} finished; restore it, or resume with "
+                "--redo-damaged to rebuild it and redo the stages that used it"
+            )
+        log.warning("%s %s: rebuilding it; the stages that used it will be redone", name, state)
+        for e in sorted(self.rd.done().values(), key=_order):
+            self._redo(e, f"{name} is rebuilt")
+        return False
+
+    def usable(self, entry: LedgerEntry) -> bool:
+        """Whether a finished stage can be skipped; False: run it again (damaged, with redo_damaged).
+
+        Raises:
+            DamagedRunError: one of its files is damaged and ``redo_damaged`` is off.
+        """
+        from envengineer.loop.rundir import EXPERIMENT
+
+        damaged = self.damage(entry, skip=(EXPERIMENT,))
+        if not damaged:
+            return True
+        name, kind = damaged[0]
+        state = "is missing" if kind == "missing" else "changed (edited or truncated)"
+        more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+        if not self.redo_damaged:
+            raise DamagedRunError(
+                f"{self.rd.abs(name)} {state}{more} since {_label(entry)} finished; restore it, or resume "
+                "with --redo-damaged to run that stage again"
+            )
+        self._redo(entry, f"{name} {state}{more}")
+        return False
+
+    def redone(self, old: LedgerEntry, new: LedgerEntry) -> None:
+        """After a redone stage: if its files differ from the old ones, every later stage is redone."""
+        from envengineer.loop.rundir import EXPERIMENT
+
+        def own(e: LedgerEntry) -> dict[str, str]:
+            return {k: v for k, v in e.hashes.items() if k != EXPERIMENT}
+
+        if own(old) == own(new):
+            return
+        later = [e for e in self.rd.done().values() if _order(e) > _order(new)]
+        if later:
+            log.warning(
+                "%s gave other files than before: %d later stages will be redone", _label(new), len(later)
+            )
+        for e in sorted(later, key=_order):
+            self._redo(e, f"built on {_label(new)}, which was redone with other results")
+
+    def _redo(self, entry: LedgerEntry, why: str) -> None:
+        log.warning("%s runs again: %s", _label(entry), why)
+        self.rd.record(entry.round, entry.stage, seconds=0.0, info={"reason": why}, status="redo")
+        self._digests.clear()
+
+    def _digest(self, path: Path) -> str | None:
+        if path not in self._digests:
+            self._digests[path] = file_digest(path) if path.is_file() else None
+        return self._digests[path]
+
+
+def _order(entry: LedgerEntry) -> tuple[int, int]:
+    """Where a stage runs: the warm-start first, then each round's stages in order, the benchmark last."""
+    from envengineer.loop.rundir import ROUND_STAGES
+
+    if entry.round is None:
+        return (-1, 0) if entry.stage == "warm_start" else (1 << 30, 0)
+    index = ROUND_STAGES.index(entry.stage) if entry.stage in ROUND_STAGES else len(ROUND_STAGES)
+    return (entry.round, index)
+
+
+def _label(entry: LedgerEntry) -> str:
+    return f"stage {entry.stage!r}" + (f" of round {entry.round}" if entry.round is not None else "")
