@@ -376,7 +376,7 @@ def test_select_benchmark_and_seeds() -> None:
         Instance(f"i{k}", g, ((0, 0), (0, 2)), ((0, 2), (0, 0)), meta={"subset": s})
         for k, s in enumerate(["a", "a", "b", "a", "b"])
     ]
-    assert [i.id for i in select_benchmark(insts, 1)] == ["i0", "i2"]
+    assert [i.meta["subset"] for i in select_benchmark(insts, 1)] == ["a", "b"]  # one per cell, drawn
     assert len(select_benchmark(insts, None)) == 5
     seeds = {round_seed(0, p, r) for p in ("data", "training") for r in range(5)}
     assert len(seeds) == 10
