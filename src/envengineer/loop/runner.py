@@ -555,6 +555,7 @@ class LoopRunner:
                 "raw": raw,
                 "changes": list(record.get("changes") or []),
                 "errors": list(record.get("errors") or []),
+                "issues": list((record.get("details") or {}).get("issues") or []),
                 "fell_back": bool(record.get("fell_back")),
                 "fallback_reason": record.get("fallback_reason"),
                 "attempts": len(record.get("attempts") or []),
