@@ -47,11 +47,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "compare",
-        help="several runs side by side: one table and one figure",
-        description="Put run directories side by side: compare.md (benchmark Sum per agent count, the last "
-        "validation) and compare.png. Stopped runs show what they have.",
+        help="several runs side by side: tables, arms of seeds with mean and spread, figures",
+        description="Put run directories side by side: compare.md (benchmark Sum per agent count, parse %, "
+        "tokens per answer, the last validation, pooled valid % per wait subset; runs that differ only in "
+        "their seeds grouped into arms with mean ± std [min-max] per cell and Sum), compare.png and "
+        "allocation.png. Stopped runs show what they have.",
     )
-    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories to compare")
+    p.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR", help="run directories to compare")
+    p.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        metavar="NAME=DIR,DIR,...",
+        help="an explicit arm of runs (repeatable); default: runs whose experiments differ only in seeds",
+    )
     p.add_argument(
         "--out", type=Path, default=Path("runs/compare"), help="output folder (default runs/compare)"
     )
@@ -126,11 +135,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from envengineer.loop.compare import compare_runs
+    from envengineer.loop.compare import compare_runs, parse_arm
 
-    path = compare_runs(args.run_dirs, out=args.out)
+    arms = dict(parse_arm(a) for a in args.arm)
+    path = compare_runs(args.run_dirs, out=args.out, arms=arms or None)
     print(path.read_text(encoding="utf-8"))
-    print(f"written: {path} and {path.with_name('compare.png')}")
+    print(f"written: {path}, {path.with_name('compare.png')} and {path.with_name('allocation.png')}")
     return 0
 
 
