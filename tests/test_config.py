@@ -186,3 +186,113 @@ def test_load_reports_a_one_line_error(tmp_path):
     c = round0_config(3)
     c.save(tmp_path / "r.yaml")
     assert RoundConfig.load(tmp_path / "r.yaml") == c
+
+
+# -- proposals of any shape (issue 12 item 2): validate_proposal and project() are total ----------------
+def _json_values(max_leaves: int = 25):
+    leaves = (
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.integers(min_value=10**300, max_value=10**400)
+        | st.floats(allow_nan=True, allow_infinity=True)
+        | st.sampled_from([1e308, -1e308, 5e-324, 0.0, -0.0, 0.5, 3, "3", "3x3", "0.1", "NaN", "inf", ""])
+        | st.text(max_size=8)
+    )
+    keys = st.sampled_from(["sizes", "num_agents", "num_samples", "3", "4x4", "10", "12", "data_ratio",
+                            "hole_ratio", "wait_ratio", "rationale", ""]) | st.text(max_size=5)  # fmt: skip
+    return st.recursive(
+        leaves,
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=5),
+        max_leaves=max_leaves,
+    )
+
+
+def _size_entries():
+    value = st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(min_value=-(10**400), max_value=10**400),
+        st.booleans(),
+        st.none(),
+        st.text(max_size=4),
+        st.lists(st.integers(), max_size=2),
+    )
+    entry = st.dictionaries(st.sampled_from(["data_ratio", "hole_ratio", "wait_ratio", "walls"]), value)
+    return st.fixed_dictionaries(
+        {"sizes": st.dictionaries(st.sampled_from(["3", "4", "5x5", "10", "11", "x"]), entry | value)},
+        optional={"num_agents": value, "num_samples": value, "reward": value},
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_json_values(), _size_entries()))
+def test_validate_and_project_are_total_over_any_json_value(proposal) -> None:
+    prev = round0_config(0)
+    issues = validate_proposal(proposal)
+    assert isinstance(issues, list) and all(isinstance(i, str) and len(i) < 300 for i in issues)
+    p = project(proposal, prev)
+    c = p.config
+    assert isinstance(c, RoundConfig) and set(c.sizes) == set(DEFAULT_SPACE.sizes)
+    assert math.isclose(sum(s.data_ratio for s in c.sizes.values()), 1.0)
+    assert all(0 <= s.hole_ratio <= 0.5 and 0 <= s.wait_ratio <= 1 for s in c.sizes.values())
+    assert (c.num_agents, c.num_samples) == (prev.num_agents, prev.num_samples)
+    assert all(isinstance(ch, str) and len(ch) < 300 for ch in p.changes)
+    if issues == [] and isinstance(proposal, dict):
+        assert not any("clipped" in ch or "not a number" in ch for ch in p.changes)
+
+
+def test_huge_numbers_nan_and_strings_are_clipped_or_kept_and_recorded() -> None:
+    prev = round0_config(0, num_samples=100)
+    big = 10**400
+    proposal = {
+        "num_agents": big,
+        "num_samples": True,
+        "sizes": {
+            "3": {"data_ratio": 1e308, "hole_ratio": big, "wait_ratio": -big},
+            "4": {"data_ratio": 1e308, "hole_ratio": float("nan"), "wait_ratio": "lots"},
+            "5": {"data_ratio": [1, {"x": [2]}], "hole_ratio": {"deep": {"deeper": 1}}, "wait_ratio": True},
+            "9" * 400: {"data_ratio": 1},
+        },
+    }
+    issues = validate_proposal(proposal)
+    text = "\n".join(issues)
+    for fragment in (
+        "num_agents: <an integer of about 400 digits> is out of range",
+        "num_samples: True is not an integer",
+        "sizes.3.data_ratio: 1e+308 is out of range; use a number in [0, 1000]",
+        "sizes.3.hole_ratio: <an integer of about 400 digits> is out of range; use a number in [0, 0.5]",
+        "sizes.4.hole_ratio: nan is not a finite number",
+        "sizes.4.wait_ratio: 'lots' is not a finite number",
+        "sizes.5.wait_ratio: True is not a finite number",
+        "not a map size",
+    ):
+        assert fragment in text, (fragment, issues)
+    assert all(len(i) < 200 for i in issues)
+    p = project(proposal, prev)
+    s = p.config.sizes
+    assert s[3].data_ratio == s[4].data_ratio == pytest.approx(0.5, abs=1e-3)  # 1000 : 1000 : the small rest
+    assert (s[3].hole_ratio, s[3].wait_ratio) == (0.5, 0.0)
+    assert s[4].hole_ratio == prev.sizes[4].hole_ratio and s[5].wait_ratio == prev.sizes[5].wait_ratio
+    assert (p.config.num_agents, p.config.num_samples) == (prev.num_agents, 100)
+    changes = "\n".join(p.changes)
+    assert "size 3: data_ratio 1e+308 clipped to 1000.0" in changes
+    assert "num_agents is set by the experiment" in changes and "400 digits" in changes
+    assert all(len(ch) < 200 for ch in p.changes)
+
+
+def test_booleans_are_not_counts_or_ratios() -> None:
+    with pytest.raises(ValidationError, match="boolean"):
+        cfg({3: knob()}, num_samples=True)
+    with pytest.raises(ValidationError, match="boolean"):
+        cfg({3: knob()}, num_agents=False)
+    with pytest.raises(ValidationError, match="boolean"):
+        cfg({3: knob(h=True)})
+    assert cfg({3: knob()}, num_samples=7).num_samples == 7
+
+
+def test_round_file_with_boolean_num_samples_is_a_one_line_error(tmp_path) -> None:
+    f = tmp_path / "round.yaml"
+    f.write_text("num_samples: true\nsizes:\n  3: {data_ratio: 1, hole_ratio: 0.1, wait_ratio: 0.5}\n")
+    with pytest.raises(ConfigError, match=r"num_samples: .*boolean") as err:
+        RoundConfig.load(f)
+    assert "\n" not in str(err.value)

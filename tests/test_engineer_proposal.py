@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envengineer.engineer.prompt import answer_schema, render_config
-from envengineer.engineer.proposal import check_answer, parse_answer
+from envengineer.engineer.proposal import check_answer, parse_answer, proposal_issues
 from envengineer.mapf.config import ConfigSpace, RoundConfig, project, round0_config
 
 GOOD = {
@@ -112,21 +112,71 @@ def test_unclosed_object_says_the_answer_was_cut_off() -> None:
         ("[1, 2, 3]", "no JSON object found"),
         ("```json\n[1, 2]\n```", "got a list"),
         ('{"rationale": "only words"}', 'no "sizes" entry'),
-        ('{"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0, "walls": 3}}}', "walls"),
-        (
-            '{"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.9, "wait_ratio": 0}}}',
-            "less than or equal to 0.5",
-        ),
-        ('{"sizes": {"3": {"data_ratio": "lots", "hole_ratio": 0.1, "wait_ratio": 0}}}', "valid number"),
-        ('{"sizes": {"3": {"data_ratio": NaN, "hole_ratio": 0.1, "wait_ratio": 0}}}', "finite number"),
-        ('{"sizes": {"12": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0}}}', "not a legal size"),
-        ('{"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0}}, "reward": 2}', "reward"),
-        ('{"sizes": {}}', "at least 1 item"),
+        ('{"note": "x", "plan": 3}', 'no "sizes" entry'),
+        ('{"sizes": {}}', "got an empty object"),
+        ('{"sizes": [1, 2]}', "got a list"),
     ],
 )
-def test_strict_checks_name_the_problem(text: str, fragment: str) -> None:
+def test_answers_without_a_configuration_are_rejected(text: str, fragment: str) -> None:
     errors = check_answer(parse_answer(text), ConfigSpace())
     assert errors and fragment in " ".join(errors), errors
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('{"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0, "walls": 3}}}', "walls"),
+        ('{"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.9, "wait_ratio": 0}}}', "in [0, 0.5]"),
+        (
+            '{"sizes": {"3": {"data_ratio": "lots", "hole_ratio": 0.1, "wait_ratio": 0}}}',
+            "not a finite number",
+        ),
+        ('{"sizes": {"3": {"data_ratio": NaN, "hole_ratio": 0.1, "wait_ratio": 0}}}', "not a finite number"),
+        (
+            '{"sizes": {"3": {"data_ratio": true, "hole_ratio": 0.1, "wait_ratio": 0}}}',
+            "True is not a finite",
+        ),
+        ('{"sizes": {"12": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0}}}', "not a legal size"),
+        ('{"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0}}, "reward": 2}', "reward"),
+        ('{"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.1}}}', "wait_ratio: missing"),
+    ],
+)
+def test_parseable_configurations_are_usable_and_their_issues_named(text: str, fragment: str) -> None:
+    a = parse_answer(text)
+    assert check_answer(a, ConfigSpace()) == []  # projected, not retried
+    issues = proposal_issues(a, ConfigSpace())
+    assert issues and fragment in " ".join(issues), issues
+
+
+def test_unclosed_think_is_linear_not_quadratic() -> None:
+    """A 50k-character answer of unclosed <think> tags once took seconds; count the work instead of timing.
+
+    ``_strip_think`` runs ``str.find`` over the text; the work is measured by the characters scanned,
+    which must grow linearly with the text (a lazy-regex rescan from every tag grows quadratically).
+    """
+    from envengineer.engineer import proposal as mod
+
+    def scanned(text: str) -> int:
+        calls = {"chars": 0}
+
+        class Counting(str):
+            def find(self, sub, start=0, end=None):  # type: ignore[override]
+                got = str.find(self, sub, start) if end is None else str.find(self, sub, start, end)
+                calls["chars"] += (len(self) if got < 0 else got + len(sub)) - start
+                return got
+
+            def translate(self, table):  # type: ignore[override]
+                return Counting(str.translate(self, table))
+
+        mod._strip_think(Counting(text))
+        return calls["chars"]
+
+    small, large = "<think>" * 1_000, "<think>" * 8_000
+    assert scanned(large) <= 8 * scanned(small) + 100
+    assert mod._strip_think("a<think>x</think>b<THINK>y</Think>c<think>open") == "abc<think>open"
+    text = "<think>" * 7_000 + good_json()
+    a = parse_answer(text)
+    assert a.proposal is not None and check_answer(a) == []
 
 
 def test_current_configuration_rendering_parses_back() -> None:

@@ -87,7 +87,9 @@ GOOD_SIZES = {
 GOOD = (
     "Frontier is 4x4.\n```json\n" + json.dumps({"rationale": "More 4x4 data.", "sizes": GOOD_SIZES}) + "\n```"
 )
-SCRIPT = [BAD_JSON, UNKNOWN_KEYS, OUT_OF_RANGE, GOOD]
+NO_SIZES = json.dumps({"rationale": "only words", "plan": "harder"})
+SIZES_NOT_AN_OBJECT = json.dumps({"rationale": "bigger", "sizes": "larger maps please"})
+SCRIPT = [BAD_JSON, NO_SIZES, SIZES_NOT_AN_OBJECT, GOOD]
 
 
 def report(rates: dict[int, float], n: int = 10) -> dict[str, Any]:
@@ -120,15 +122,15 @@ def request(round_index: int = 1, config: RoundConfig = PREVIOUS, rates: dict[in
 
 
 # -- the LLM engineer -------------------------------------------------------------------------------------
-def test_bad_json_unknown_keys_out_of_range_then_good_is_applied_with_every_attempt_recorded() -> None:
+def test_unparseable_answers_retry_then_good_is_applied_with_every_attempt_recorded() -> None:
     backend = ScriptedBackend(SCRIPT)
     req = request()
     d = LLMEngineer(backend, "self", FakeParams(seed=5), max_retries=3).propose(req)
     assert not d.fell_back and d.fallback_reason is None
     assert [a.accepted for a in d.attempts] == [False, False, False, True]
     assert "could not be parsed" in d.attempts[0].errors[0]
-    assert "walls" in d.attempts[1].errors[0] and "learning_rate" in d.attempts[1].errors[0]
-    assert "hole_ratio" in d.attempts[2].errors[0] and "wait_ratio" in d.attempts[2].errors[0]
+    assert 'no "sizes" entry' in d.attempts[1].errors[0]
+    assert '"sizes" must be an object' in d.attempts[2].errors[0] and "a string" in d.attempts[2].errors[0]
     assert d.rationale == "More 4x4 data."
     assert d.raw_proposal == {"sizes": GOOD_SIZES}
     assert d.config == project({"sizes": GOOD_SIZES}, PREVIOUS, SPACE).config
@@ -139,16 +141,47 @@ def test_bad_json_unknown_keys_out_of_range_then_good_is_applied_with_every_atte
     assert convo[:2] == d.prompt and convo[2] == {"role": "assistant", "content": BAD_JSON}
     assert convo[3]["role"] == "user" and d.attempts[0].errors[0] in convo[3]["content"]
     assert "## Validation results" in d.prompt[1]["content"] and "## Your rationale" in d.prompt[1]["content"]
-    assert backend.calls[3][0][0][2]["content"] == OUT_OF_RANGE  # only the last failed exchange is kept
+    assert backend.calls[3][0][0][2]["content"] == SIZES_NOT_AN_OBJECT  # only the last failed exchange kept
     assert len(backend.calls[3][0][0]) == 4
+
+
+def test_out_of_range_but_parseable_proposals_are_clipped_and_recorded_not_retried() -> None:
+    """SPEC §3: values are clipped to their bounds and the change recorded; no retry, no fallback."""
+    every_size_too_many_holes = json.dumps(
+        {"rationale": "walls everywhere", "sizes": {str(n): knobs(1, 0.6, 0.5) for n in SPACE.sizes}}
+    )
+    for answer, clipped in (
+        (
+            every_size_too_many_holes,
+            ["size 3: hole_ratio 0.6 clipped to 0.5", "size 6: hole_ratio 0.6 clipped"],
+        ),
+        (OUT_OF_RANGE, ["size 3: hole_ratio 0.9 clipped to 0.5", "size 3: wait_ratio 1.5 clipped to 1.0"]),
+        (
+            UNKNOWN_KEYS,
+            ["size 3: dropped unknown key 'walls'", "dropped unknown top-level key 'learning_rate'"],
+        ),
+    ):
+        backend = ScriptedBackend([answer])
+        d = LLMEngineer(backend, "openai:x", FakeParams(), max_retries=2).propose(request())
+        assert len(backend.calls) == 1 and not d.fell_back and d.attempts[0].accepted
+        assert d.attempts[0].errors == ()
+        assert d.attempts[0].issues and d.to_dict()["details"]["issues"] == list(d.attempts[0].issues)
+        for change in clipped:
+            assert any(c.startswith(change) for c in d.changes), (change, d.changes)
+        assert d.raw_proposal == {k: v for k, v in json.loads(answer).items() if k != "rationale"}
+        assert d.config == project(d.raw_proposal, PREVIOUS, SPACE).config
+        assert all(s.hole_ratio <= 0.5 and s.wait_ratio <= 1 for s in d.config.sizes.values())
+        rec = d.to_dict()
+        assert rec["attempts"][0]["issues"] and rec["changes"] == list(d.changes)
+    assert d.rationale == "add walls"
 
 
 def test_too_few_retries_fall_back_to_the_previous_configuration_and_say_why() -> None:
     d = LLMEngineer(ScriptedBackend(SCRIPT), "self", FakeParams(), max_retries=2).propose(request())
     assert d.fell_back and d.config == PREVIOUS and d.rationale is None
     assert len(d.attempts) == 3 and not any(a.accepted for a in d.attempts)
-    assert "3 attempt(s)" in d.fallback_reason and "hole_ratio" in d.fallback_reason
-    assert d.raw_proposal == {"sizes": {"3": knobs(0.5, 0.9, 1.5)}}
+    assert "3 attempt(s)" in d.fallback_reason and '"sizes" must be an object' in d.fallback_reason
+    assert d.raw_proposal == {"sizes": "larger maps please"}
     rec = d.to_dict()
     assert rec["fell_back"] is True and rec["config"] == PREVIOUS.model_dump(mode="json")
     json.dumps(rec, allow_nan=False)

@@ -61,6 +61,7 @@ GOOD_1 = {
     "sizes": {
         "3": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0.3},
         "4": {"data_ratio": 3, "hole_ratio": 0.2, "wait_ratio": 0.6},
+        "5": {"data_ratio": 0, "hole_ratio": 0.8, "wait_ratio": 0.5},  # out of range: clipped, not retried
     },
 }
 GOOD_2 = {
@@ -72,14 +73,8 @@ GOOD_2 = {
 }
 SCRIPT = [
     'Here is my plan: {"sizes": {"3": {"data_ratio": 0.5,, "hole_ratio": }',  # bad JSON
-    json.dumps(
-        {
-            "rationale": "x",
-            "reward": "harder",  # unknown keys
-            "sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0.3, "difficulty": 9}},
-        }
-    ),
-    json.dumps({"rationale": "y", "sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.9, "wait_ratio": 1.7}}}),
+    json.dumps({"rationale": "x", "reward": "harder"}),  # no configuration
+    json.dumps({"rationale": "y", "sizes": "harder ones"}),  # no per-size object
     "Reasoning first.\n```json\n" + json.dumps(GOOD_1) + "\n```",
     json.dumps(GOOD_2),
 ]
@@ -141,8 +136,9 @@ def test_loop_end_to_end_with_scripted_engineer(tmp_path: Path, sets: dict[str, 
     assert proj1["attempts"] == 4 and not proj1["fell_back"]
     errors = " ".join(proj1["errors"])
     assert "attempt 1" in errors and "attempt 2" in errors and "attempt 3" in errors
-    assert "difficulty" in errors or "reward" in errors
-    assert "hole_ratio" in errors
+    assert 'no "sizes" entry' in errors and '"sizes" must be an object' in errors
+    assert "size 5: hole_ratio 0.8 clipped to 0.5" in proj1["changes"]
+    assert any("sizes.5.hole_ratio: 0.8 is out of range" in i for i in proj1["issues"])
     assert read_json(run / "round_01" / "proposal.raw.json")["sizes"]["4"]["hole_ratio"] == 0.2
     applied = RoundConfig.load(run / "round_01" / "config.applied.yaml")
     assert applied.sizes[4].hole_ratio == pytest.approx(0.2) and applied.sizes[4].wait_ratio == pytest.approx(
@@ -158,8 +154,8 @@ def test_loop_end_to_end_with_scripted_engineer(tmp_path: Path, sets: dict[str, 
 
     # retries show the model its errors; round 2's prompt carries round 1's rationale (S) and history (H)
     assert "not closed" in chat.requests[1][-1]["content"]
-    assert "difficulty" in chat.requests[2][-1]["content"]
-    assert "less than or equal to 0.5" in chat.requests[3][-1]["content"]
+    assert 'no "sizes" entry' in chat.requests[2][-1]["content"]
+    assert '"sizes" must be an object' in chat.requests[3][-1]["content"]
     round2_prompt = "\n".join(m["content"] for m in chat.requests[4])
     assert GOOD_1["rationale"] in round2_prompt
     assert read_json(run / "round_02" / "projection.json")["attempts"] == 1
@@ -376,7 +372,7 @@ def test_select_benchmark_and_seeds() -> None:
         Instance(f"i{k}", g, ((0, 0), (0, 2)), ((0, 2), (0, 0)), meta={"subset": s})
         for k, s in enumerate(["a", "a", "b", "a", "b"])
     ]
-    assert [i.id for i in select_benchmark(insts, 1)] == ["i0", "i2"]
+    assert [i.meta["subset"] for i in select_benchmark(insts, 1)] == ["a", "b"]  # one per cell, drawn
     assert len(select_benchmark(insts, None)) == 5
     seeds = {round_seed(0, p, r) for p in ("data", "training") for r in range(5)}
     assert len(seeds) == 10

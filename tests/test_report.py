@@ -147,3 +147,82 @@ def test_report_errors_name_the_fix(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="not a run directory"):
         write_report(tmp_path)
+
+
+def test_report_has_subset_table_parse_share_tokens_and_no_context_for_non_llm(runs: dict[str, Path]) -> None:
+    from envengineer.loop.report import write_report
+
+    text = write_report(runs["fixed"]).read_text()
+    assert "| pooled | wr_025 | wr_050 | wr_075 |" in text  # the paper's Table 5 shape
+    assert "| valid / optimal % (n) |" in text and "parsed " in text
+    assert "tokens / answer |" in text  # rounds table column
+    assert "| context | none (not a language model) |" in text
+
+
+def _seeded_copies(
+    src: Path, root: Path, name: str, shifts: list[float], kind: str | None = None
+) -> list[Path]:
+    """Copies of a finished run with other seeds and benchmark/validation rates shifted (synthetic arms)."""
+    import json
+
+    import yaml
+
+    out = []
+    for seed, shift in enumerate(shifts):
+        run = root / f"{name}-s{seed}"
+        shutil.copytree(src, run)
+        exp = yaml.safe_load((run / "experiment.yaml").read_text())
+        exp["name"] = f"{name}-s{seed}"
+        exp["seeds"] = {**exp.get("seeds", {}), "data": seed, "training": seed}
+        if kind:
+            exp["engineer"]["kind"] = kind
+        (run / "experiment.yaml").write_text(yaml.safe_dump(exp))
+        paths = [run / "benchmark" / "scores.json", *sorted(run.glob("round_*/validation/scores.json"))]
+        for path in paths:
+            scores = json.loads(path.read_text())
+            for t in scores["table"].values():
+                for cell in t["sizes"].values():
+                    cell["valid"] = cell["optimal"] = shift
+                t["sum"] = {"valid": shift, "optimal": shift / 2}
+            path.write_text(json.dumps(scores))
+        out.append(run)
+    return out
+
+
+def test_compare_groups_seeds_into_arms_with_mean_and_spread(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from envengineer.cli import main
+
+    fixed = _seeded_copies(runs["fixed"], tmp_path, "cpu-fixed", [10.0, 20.0, 30.0])
+    rand = _seeded_copies(runs["random"], tmp_path, "cpu-random", [40.0, 40.0, 46.0])
+    out = tmp_path / "cmp"
+    assert main(["compare", *map(str, fixed + rand), "--out", str(out)]) == 0
+    text = (out / "compare.md").read_text()
+    assert "## Arms (runs that differ only in their seeds)" in text
+    assert "| `cpu-fixed` | 3 | 3 |" in text and "| `cpu-random` | 3 | 3 |" in text
+    # benchmark valid Sum: mean 20, sample std 10, range 10-30; validation the same; optimal halves
+    assert "**20.00 ± 10.00 [10.00–30.00]**" in text and "**42.00 ± 3.46 [40.00–46.00]**" in text
+    assert "**10.00 ± 5.00 [5.00–15.00]**" in text
+    assert "### benchmark, valid %" in text and "### last validation, optimal %" in text
+    assert "| run | benchmark wr_025 |" in text  # per-subset table
+    assert (out / "allocation.png").read_bytes()[:8] == PNG
+    assert "allocation.png" in capsys.readouterr().out
+
+
+def test_compare_explicit_arms_and_errors(runs: dict[str, Path], tmp_path: Path) -> None:
+    from envengineer.cli import main
+    from envengineer.errors import ConfigError
+    from envengineer.loop.compare import compare_runs, parse_arm
+
+    a = _seeded_copies(runs["fixed"], tmp_path, "left", [0.0, 50.0])
+    out = tmp_path / "cmp"
+    assert main(["compare", "--arm", f"mine={a[0]},{a[1]}", str(runs["random"]), "--out", str(out)]) == 0
+    text = (out / "compare.md").read_text()
+    assert "| `mine` | 2 | 3 |" in text and "| `t-report-random` | 1 | 3 |" in text
+    assert "**25.00 ± 35.36 [0.00–50.00]**" in text
+    for bad in ("noequals", "=a,b", "name="):
+        with pytest.raises(ConfigError, match="NAME=DIR"):
+            parse_arm(bad)
+    with pytest.raises(ConfigError, match="already in another arm"):
+        compare_runs([], out=out, arms={"x": [a[0]], "y": [a[0]]})

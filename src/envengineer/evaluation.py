@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,37 +131,27 @@ def write_records(path: Path, records: Sequence[ResponseRecord]) -> None:
 
 
 def stratified_subset(instances: Sequence[Instance], limit: int | None) -> list[Instance]:
-    """The first ``limit`` instances of a round-robin interleave over the set's cells.
+    """``limit`` instances drawn by :func:`envengineer.mapf.benchmark.draw_subset` (all if None).
 
-    A cell is (agents, size, subset); cells are visited in sorted order and each contributes its
-    instances in file order, so every cell is represented as evenly as ``limit`` allows, the result is
-    deterministic, and a smaller limit gives a prefix of a larger one.
+    The draw is seeded and stratified over (agents, size, wait subset, needs a wait): the (agents, size)
+    cells get shares as even as ``limit`` allows, the wait subsets take turns inside them, and every cell
+    keeps the set's share of instances that need a wait to within one instance. The result keeps file
+    order and is the same in every call.
 
     >>> from envengineer.mapf.instance import Instance
     >>> g = ("...", "...", "...")
     >>> a = [Instance(f"a{i}", g, ((0, 0), (0, 2)), ((0, 2), (0, 0))) for i in range(3)]
     >>> b = [Instance(f"b{i}", g, ((0, 0), (1, 1), (2, 2)), ((2, 2), (0, 0), (1, 1))) for i in range(3)]
-    >>> [i.id for i in stratified_subset(a + b, 4)]
-    ['a0', 'b0', 'a1', 'b1']
+    >>> len(stratified_subset(a + b, 4)), {i.num_agents for i in stratified_subset(a + b, 4)}
+    (4, {2, 3})
     """
     if limit is None or limit >= len(instances):
         return list(instances)
     if limit < 0:
         raise EvaluationError(f"limit must be >= 0, got {limit}")
-    groups: dict[tuple[int, int, str], list[Instance]] = defaultdict(list)
-    for inst in instances:
-        groups[(inst.num_agents, inst.size, str(inst.meta.get("subset", "")))].append(inst)
-    order = [groups[k] for k in sorted(groups)]
-    out: list[Instance] = []
-    depth = 0
-    while len(out) < limit:
-        for group in order:
-            if depth < len(group):
-                out.append(group[depth])
-                if len(out) == limit:
-                    break
-        depth += 1
-    return out
+    from envengineer.mapf.benchmark import draw_subset
+
+    return draw_subset(instances, limit=limit)
 
 
 def evaluate(

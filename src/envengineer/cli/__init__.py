@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -62,13 +63,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 1
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # `envengineer show ... | head`: the reader left; stop quietly, as other Unix tools do
+        _silence_stdout()
+        return 0
     except EnvEngineerError as exc:
         print(f"envengineer {args.command}: error: {safe_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"envengineer {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that Python's final flush finds no broken pipe to complain about."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (e.g. captured output)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

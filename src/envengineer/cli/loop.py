@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -53,15 +54,44 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "compare",
-        help="several runs side by side: one table and one figure",
-        description="Put run directories side by side: compare.md (benchmark Sum per agent count, the last "
-        "validation) and compare.png. Stopped runs show what they have.",
+        help="several runs side by side: tables, arms of seeds with mean and spread, figures",
+        description="Put run directories side by side: compare.md (benchmark Sum per agent count, parse %, "
+        "tokens per answer, the last validation, pooled valid % per wait subset; runs that differ only in "
+        "their seeds grouped into arms with mean ± std [min-max] per cell and Sum), compare.png and "
+        "allocation.png. Stopped runs show what they have.",
     )
-    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories to compare")
+    p.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR", help="run directories to compare")
+    p.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        metavar="NAME=DIR,DIR,...",
+        help="an explicit arm of runs (repeatable); default: runs whose experiments differ only in seeds",
+    )
     p.add_argument(
         "--out", type=Path, default=Path("runs/compare"), help="output folder (default runs/compare)"
     )
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser(
+        "suite",
+        help="run every experiment file of a folder, each distinct run once (plan and cost with --dry-run)",
+        description="Read the experiment files of a folder (e.g. experiments/gpu, the paper's whole set), "
+        "group files that describe the same run under different names (main-self, ablation-v6, "
+        "engineer-self, details-bookkeeping), print the plan and its cost, and run each distinct run once "
+        "into OUT/NAME; the other names become links to it (OUT/suite.json records the mapping).",
+    )
+    p.add_argument("folder", type=Path, metavar="FOLDER", help="folder of experiment files")
+    p.add_argument("--out", type=Path, default=Path("runs"), help="parent of the run directories (runs)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
+    p.add_argument(
+        "--only", action="append", default=[], metavar="NAME", help="run only this file or run (repeatable)"
+    )
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every run"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_suite)
 
     p = sub.add_parser(
         "demo",
@@ -107,6 +137,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.experiment is None:
         raise ConfigError("name an experiment file (e.g. experiments/cpu/main-self.yaml) or use --resume DIR")
     exp = load_experiment(args.experiment, overrides)
+    if overrides and "name" not in overrides:
+        exp = load_experiment(args.experiment, {**overrides, "name": override_name(exp.name, overrides)})
     out = args.out or Path("runs") / exp.name
     if args.dry_run:
         _print_plan(exp, out)
@@ -139,12 +171,116 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from envengineer.loop.compare import compare_runs
+    from envengineer.loop.compare import compare_runs, parse_arm
 
-    path = compare_runs(args.run_dirs, out=args.out)
+    arms = dict(parse_arm(a) for a in args.arm)
+    path = compare_runs(args.run_dirs, out=args.out, arms=arms or None)
     print(path.read_text(encoding="utf-8"))
-    print(f"written: {path} and {path.with_name('compare.png')}")
+    print(f"written: {path}, {path.with_name('compare.png')} and {path.with_name('allocation.png')}")
     return 0
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    from envengineer.loop.experiment import parse_override, preflight
+    from envengineer.loop.suite import (
+        link_aliases,
+        suite_files,
+        suite_plan,
+        suite_totals,
+        write_suite_record,
+    )
+
+    overrides = dict(parse_override(s) for s in args.set)
+    files = suite_files(args.folder)
+    runs = suite_plan(files, overrides, only=args.only)
+    totals = suite_totals(runs, len(files))
+    print(
+        f"suite {args.folder}: {totals['files']} experiment files, {totals['runs']} distinct runs"
+        + (f" (--only {', '.join(args.only)})" if args.only else "")
+        + f", {totals['repeats_saved']} repeats skipped -> {args.out}/NAME"
+    )
+    print("| run | files | rounds | engineer | GRPO steps | responses | time on 2 CPU cores |")
+    print("|---|---|---|---|---|---|---|")
+    for r in runs:
+        p = r.plan
+        files_text = ", ".join(f.stem for f in r.files)
+        print(
+            f"| {r.name} | {files_text} | {p['rounds']} | {_engineer_text(p)} | "
+            f"{p['grpo_steps']} | {p['eval_responses']} | {_minutes(p['cpu_seconds'])} |"
+        )
+    known = [r.plan["cpu_seconds"] for r in runs if r.plan["cpu_seconds"] is not None]
+    unknown = len(runs) - len(known)
+    print(
+        f"total: {totals['grpo_steps']:,} GRPO steps (each file on its own: "
+        f"{totals['grpo_steps_without_dedup']:,}), {totals['training_instances']:,} training instances, "
+        f"{totals['eval_responses']:,} evaluation responses (at most {totals['eval_tokens']:,} generated "
+        f"tokens), {totals['engineer_calls']} engineer calls"
+    )
+    print(
+        (f"time: about {sum(known) / 60:.0f} min on 2 CPU cores" if known else "time: no estimate")
+        + (
+            f"; {unknown} run(s) without an estimate (rates are measured for the embedded model on CPU "
+            "only: GPU presets, other models and remote engineers have none)"
+            if unknown
+            else ""
+        )
+    )
+    if args.dry_run:
+        return 0
+    for r in runs:
+        preflight(r.experiment)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_suite_record(runs, args.out)
+    for r in runs:
+        run_dir = args.out / r.name
+        resume = (run_dir / "experiment.yaml").exists()
+        print(f"\n== {r.name} ({'resuming' if resume else 'starting'}) -> {run_dir}")
+        _execute(
+            None if resume else r.experiment,
+            run_dir,
+            resume=resume,
+            report=True,
+            progress=not args.no_progress,
+        )
+        for link in link_aliases(r, args.out):
+            print(f"   {link} -> {r.name}")
+    return 0
+
+
+def override_name(name: str, overrides: dict) -> str:
+    """The run name after ``--set`` overrides, so that runs of one file with other settings differ.
+
+    Seeds that all get one value add ``-sVALUE`` (what ``compare`` strips to group an arm); any other
+    override adds ``-LASTKEY-VALUE`` (only letters, digits, ``.``, ``_`` and ``-`` kept).
+
+    >>> override_name("cpu-main-self", {"engineer.kind": "fixed"})
+    'cpu-main-self-kind-fixed'
+    >>> override_name("cpu-main-fixed", {"seeds.data": 2, "seeds.training": 2})
+    'cpu-main-fixed-s2'
+    """
+    parts = []
+    seeds = {k: v for k, v in overrides.items() if str(k).startswith("seeds.")}
+    others = {k: v for k, v in overrides.items() if k not in seeds}
+    for key, value in others.items():
+        parts.append(f"{str(key).rsplit('.', 1)[-1]}-{value}")
+    if seeds:
+        values = {str(v) for v in seeds.values()}
+        if len(values) == 1:
+            parts.append(f"s{values.pop()}")
+        else:
+            parts += [f"{str(k).rsplit('.', 1)[-1]}-{v}" for k, v in seeds.items()]
+    suffix = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
+    return f"{name}-{suffix}"[:120].rstrip("-_.") if suffix else name
+
+
+def _minutes(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds / 60:.0f} min"
+
+
+def _engineer_text(p: dict) -> str:
+    if not p["engineer_calls"]:
+        return f"none ({p['rounds']} round(s): no proposal)"
+    return f"{p['engineer']} ({p['engineer_calls']} calls)"
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
@@ -189,24 +325,25 @@ def _print_plan(exp: object, out: Path) -> None:
     steps = p["grpo_steps_per_round"]
     print(f"experiment {p['name']} -> {out}")
     print(f"  model:       {p['model']}")
-    print(f"  rounds:      {p['rounds']}  ({p['training']})")
-    print(f"  engineer:    {p['engineer']}, {p['engineer_calls']} proposal(s); context {p['context']}")
-    print(
-        f"  training:    {p['training_instances']} instances, "
-        + (
-            f"{p['grpo_steps']} GRPO steps ({steps} per round, "
-            f"{p['grpo_batch'].get('prompts_per_step')} prompt(s) x {p['grpo_batch'].get('num_generations')} "
-            "completions per step)"
-            if steps is not None
-            else "GRPO steps unknown (training preset not readable)"
-        )
-    )
+    print(f"  rounds:      {p['rounds']}  ({p['training'] if p['rounds'] else 'evaluation only'})")
+    if p["engineer_calls"]:
+        print(f"  engineer:    {p['engineer']}, {p['engineer_calls']} proposal(s); context {p['context']}")
+    else:
+        print(f"  engineer:    none ({p['rounds']} round(s): no proposal is asked for)")
+    if not p["rounds"]:
+        print("  training:    none")
+    else:
+        _print_training(p, steps)
     if p["warm_start"]:
         w = p["warm_start"]
         print(f"  warm start:  {w['instances']} instances, {w['steps']} SFT steps ({w['preset']})")
     print(
-        f"  evaluation:  {p['validation_instances']} validation instances per round, "
-        f"{p['benchmark_instances']} benchmark instances"
+        (
+            f"  evaluation:  {p['validation_instances']} validation instances per round, "
+            if p["rounds"]
+            else "  evaluation:  no validation (no round), "
+        )
+        + f"{p['benchmark_instances']} benchmark instances"
     )
     print(
         f"  responses:   {p['eval_responses']} (at most {p['eval_tokens_upper_bound']:,} generated tokens at "
@@ -220,3 +357,16 @@ def _print_plan(exp: object, out: Path) -> None:
             f"  time:        about {minutes:.0f} min on 2 idle CPU cores (rates measured for the embedded "
             "model; docs/benchmarks.md)"
         )
+
+
+def _print_training(p: dict, steps: int | None) -> None:
+    print(
+        f"  training:    {p['training_instances']} instances, "
+        + (
+            f"{p['grpo_steps']} GRPO steps ({steps} per round, "
+            f"{p['grpo_batch'].get('prompts_per_step')} prompt(s) x {p['grpo_batch'].get('num_generations')} "
+            "completions per step)"
+            if steps is not None
+            else "GRPO steps unknown (training preset not readable)"
+        )
+    )

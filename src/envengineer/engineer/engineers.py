@@ -34,7 +34,7 @@ from envengineer.engineer.prompt import (
     build_messages,
     build_retry_messages,
 )
-from envengineer.engineer.proposal import ParsedAnswer, check_answer, parse_answer
+from envengineer.engineer.proposal import ParsedAnswer, check_answer, parse_answer, proposal_issues
 from envengineer.errors import ConfigError
 from envengineer.mapf.config import DEFAULT_SPACE, ConfigSpace, RoundConfig, project, random_config
 
@@ -100,6 +100,7 @@ class Attempt:
     backend_error: str | None = None
     seed: int | None = None
     seconds: float = 0.0
+    issues: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +108,7 @@ class Attempt:
             "messages": [dict(m) for m in self.messages],
             "response": self.response,
             "errors": list(self.errors),
+            "issues": list(self.issues),
             "accepted": self.accepted,
             "rationale": self.rationale,
             "proposal": jsonable(self.proposal),
@@ -239,10 +241,13 @@ class LLMEngineer:
     """An engineer backed by a chat model: prompt, parse, validate, retry with the errors, project.
 
     Each attempt sends the prompt (or, on a retry, the prompt, the failed answer and the errors to fix) and
-    reads the answer with :func:`parse_answer`; :func:`check_answer` applies the strict rules. A backend error
-    counts as a failed attempt (the same prompt is sent again). After ``max_retries`` retries without an
-    acceptable answer the previous configuration is kept (``fell_back=True``). An accepted proposal is
-    projected onto the legal space with :func:`project`.
+    reads the answer with :func:`parse_answer`. Only an answer without a configuration (nothing parseable,
+    no ``sizes``; :func:`check_answer`) is rejected and retried; a backend error counts as a failed attempt
+    (the same prompt is sent again). After ``max_retries`` retries without a usable answer the previous
+    configuration is kept (``fell_back=True``). A configuration that parses is accepted and projected onto
+    the legal space with :func:`project` whatever its values (out of range values clipped, unknown keys and
+    sizes dropped, each change recorded); what was wrong with it is in the attempt's ``issues``
+    (:func:`proposal_issues`).
 
     Args:
         backend: A ``ChatBackend``: ``generate(conversations, params) -> list[Completion]``.
@@ -310,12 +315,15 @@ class LLMEngineer:
             params = dataclasses.replace(self.params, seed=seed, json_schema=json_schema)
             t = time.perf_counter()
             text, tokens, backend_error = self._generate(messages, params)
+            issues: list[str] = []
             if backend_error:
                 parsed = ParsedAnswer(None, None, "", "none")
                 errors = [f"backend error: {backend_error}"]
             else:
                 parsed = parse_answer(text)
                 errors = check_answer(parsed, request.space)
+                if not errors:
+                    issues = proposal_issues(parsed, request.space)
                 last = parsed
             attempts.append(
                 Attempt(
@@ -331,6 +339,7 @@ class LLMEngineer:
                     backend_error=backend_error,
                     seed=seed,
                     seconds=time.perf_counter() - t,
+                    issues=tuple(issues),
                 )
             )
             if not errors:
@@ -352,7 +361,12 @@ class LLMEngineer:
                     rationale=parsed.rationale or None,
                     attempts=tuple(attempts),
                     context=request.context,
-                    details={"accepted_attempt": k, "constrained": self.constrained, "schema": self.schema},
+                    details={
+                        "accepted_attempt": k,
+                        "constrained": self.constrained,
+                        "schema": self.schema,
+                        "issues": list(issues),
+                    },
                     seconds=time.perf_counter() - t0,
                 )
             log.warning(

@@ -13,9 +13,11 @@ A candidate that looks like a configuration (it has a ``sizes`` key, or size key
 objects) is preferred over other objects. ``<think>...</think>`` blocks are ignored. The rationale is the
 object's ``rationale`` string when present, otherwise the prose around the object.
 
-:func:`check_answer` then applies the strict rules of :func:`envengineer.mapf.config.validate_proposal`;
-the engineer sends its messages back to the model. Accepted proposals are projected with
-:func:`envengineer.mapf.config.project`.
+:func:`check_answer` then says whether the answer holds a configuration at all (if not, the engineer
+sends its messages back to the model and retries). A configuration that parses is projected with
+:func:`envengineer.mapf.config.project` whatever its values: out-of-range values are clipped and
+unknown keys dropped, and :func:`proposal_issues` (the strict rules of
+:func:`envengineer.mapf.config.validate_proposal`) records what was wrong with it.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ _MAX_RESTARTS = 16
 _MAX_YAML_TRIES = 60
 _MAX_YAML_LINES = 200
 
-_THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n`]*\n(.*?)```", re.S)
 _SIZE_KEY_RE = re.compile(r"^\s*\d+\s*(?:[xX×]\s*\d+)?\s*$")
 _KIND = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
@@ -105,6 +106,34 @@ def _repair(text: str) -> str:
     s = re.sub(r"(?<=[:\[,\s])False(?=\s*[,}\]])", "false", s)
     s = re.sub(r"(?<=[:\[,\s])None(?=\s*[,}\]])", "null", s)
     return s
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _strip_think(text: str) -> str:
+    """Drop every closed ``<think>...</think>`` block (case-insensitive), in one linear pass.
+
+    An unclosed ``<think>`` and what follows it are kept: the answer may be inside. (A regular expression
+    with a lazy ``.*?`` rescans the rest of the text from every ``<think>``: quadratic.)
+
+    >>> _strip_think("a<think>x</THINK>b<think>y")
+    'ab<think>y'
+    """
+    lower = text.translate(_ASCII_LOWER)  # same length as text, unlike str.lower() on some letters
+    out: list[str] = []
+    pos = 0
+    while True:
+        start = lower.find("<think>", pos)
+        if start < 0:
+            break
+        end = lower.find("</think>", start + 7)
+        if end < 0:
+            break  # no later <think> can close either
+        out.append(text[pos:start])
+        pos = end + 8
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _load(body: str, hint: str = "") -> tuple[Any, Source] | None:
@@ -214,7 +243,7 @@ def _parse(raw: Any) -> ParsedAnswer:
     text = "" if raw is None else raw if isinstance(raw, str) else str(raw)
     if len(text) > MAX_ANSWER_CHARS:
         text = text[-MAX_ANSWER_CHARS:]
-    text = _THINK_RE.sub("", text)
+    text = _strip_think(text)
 
     # (start, end, body, hint) in text order; fenced blocks and bare spans both count.
     candidates: list[tuple[int, int, str, str]] = []
@@ -279,19 +308,48 @@ def _yaml_block(text: str) -> tuple[int, int, Any, Source] | None:
 
 
 def check_answer(parsed: ParsedAnswer, space: ConfigSpace = DEFAULT_SPACE) -> list[str]:
-    """The errors that keep a parsed answer from being used, in words the model can act on; empty if fine.
+    """Why a parsed answer holds no configuration to project, in words the model can act on; empty if usable.
+
+    Only an answer without a per-size configuration is rejected (and retried): nothing parseable, an
+    object that was cut off, no ``sizes`` entry, or ``sizes`` that is not a non-empty object. Anything that
+    parses as a configuration is usable, even with values out of range or unknown keys: projection clips
+    and records them (SPEC §3); :func:`proposal_issues` lists them.
 
     >>> check_answer(parse_answer('{"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.9, "wait_ratio": 0}}}'))
-    ['sizes.3.hole_ratio: Input should be less than or equal to 0.5 (got 0.9)']
+    []
+    >>> check_answer(parse_answer('{"sizes": "bigger ones"}'))
+    ['"sizes" must be an object keyed by map size, e.g. {"6": {"data_ratio": ..., ...}}; got a string']
     """
     if parsed.proposal is None:
         return list(parsed.errors) or ["no configuration found in the answer"]
-    if not parsed.proposal:
-        return [
-            'the JSON object has no "sizes" entry; give "sizes" with data_ratio, hole_ratio and '
-            "wait_ratio for every map size"
-        ]
-    try:
-        return list(validate_proposal(parsed.proposal, space))
-    except Exception as exc:  # a proposal is data; any failure is an error to report back
-        return [f"the configuration could not be checked ({type(exc).__name__}: {exc}); write plain numbers"]
+    proposal = parsed.proposal
+    if "sizes" in proposal:
+        sizes = proposal["sizes"]
+        if not isinstance(sizes, Mapping) or not sizes:
+            kind = "an empty object" if isinstance(sizes, Mapping) else _KIND.get(type(sizes), "null")
+            return [
+                '"sizes" must be an object keyed by map size, e.g. {"6": {"data_ratio": ..., ...}}; '
+                f"got {kind}"
+            ]
+        return []
+    if _looks_like_config(proposal):
+        return []
+    return [
+        'the JSON object has no "sizes" entry; give "sizes" with data_ratio, hole_ratio and '
+        "wait_ratio for every map size"
+    ]
+
+
+def proposal_issues(parsed: ParsedAnswer, space: ConfigSpace = DEFAULT_SPACE) -> list[str]:
+    """What projection will change in a usable answer's configuration (out of range, unknown keys, ...).
+
+    The strict field-by-field check of :func:`envengineer.mapf.config.validate_proposal`; recorded with the
+    attempt, never a reason to reject it.
+
+    >>> answer = '{"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.9, "wait_ratio": 0}}}'
+    >>> proposal_issues(parse_answer(answer))
+    ['sizes.3.hole_ratio: 0.9 is out of range; use a number in [0, 0.5]']
+    """
+    if parsed.proposal is None:
+        return []
+    return validate_proposal(parsed.proposal, space)

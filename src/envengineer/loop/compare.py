@@ -1,34 +1,65 @@
-"""Several runs side by side: one table (the paper's comparison shape) and one figure.
+"""Several runs side by side: tables in the paper's comparison shapes, arms of seeds, and figures.
 
-``compare_runs([RUN_A, RUN_B, ...], out=DIR)`` writes ``DIR/compare.md`` and ``DIR/compare.png``. The
-table has one row per run: the benchmark's Sum column (valid / optimal %) per agent count, as in SPEC §4,
-then the mean over agent counts and the validation of each run's last round. The figure shows the benchmark
-Sums as grouped bars and the validation valid % per round as lines.
+``compare_runs([RUN_A, RUN_B, ...], out=DIR)`` writes ``DIR/compare.md``, ``DIR/compare.png`` and
+``DIR/allocation.png``:
+
+* one row per run: the benchmark's Sum column (valid / optimal %) per agent count (SPEC §4), their mean,
+  the benchmark's parse %, tokens per answer and the validation of the run's last round;
+* the pooled valid / optimal % per wait subset, ``wr_025`` / ``wr_050`` / ``wr_075`` (the paper's Table 5
+  shape), for the benchmark and the last validation;
+* **arms**: runs of one experiment with different seeds are grouped, and every (agents, size) cell and
+  every Sum gets mean ± std [min–max] over the arm's runs, for the benchmark and the last validation,
+  so that a difference between curricula can be told from noise;
+* ``compare.png``: the benchmark Sums as grouped bars and the validation valid % per round as lines;
+  ``allocation.png``: each run's data allocation across map sizes per round, side by side (Fig. 7).
+
+How runs are grouped into arms: by default two runs are in one arm when their experiments are the same
+except for ``seeds``, ``name`` and ``description``; the arm is named after the runs' common name with a
+trailing seed suffix (``-s1``, ``_seed2``, ``-3``) removed. ``arms={"NAME": [DIR, ...]}`` (``--arm
+NAME=DIR,DIR``) names arms explicitly instead; runs not named in any arm are then arms of their own.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envengineer.errors import ConfigError
-from envengineer.loop.report import RunRecord, _plt, _save, load_run
+from envengineer.loop.report import RunRecord, _plt, _save, allocation, load_run, parsed_share, subset_scores
 from envengineer.loop.rundir import atomic_write_text
 
 log = logging.getLogger(__name__)
 
+_SEED_SUFFIX = re.compile(r"[-_.+](?:seed|s)?=?\d+$", re.I)
+#: Experiment fields that do not make two runs different arms (the seeds are what an arm varies).
+ARM_FREE_FIELDS = ("seeds", "name", "description")
 
+
+@dataclass
+class Arm:
+    """Runs of one experiment that differ only in their seeds."""
+
+    name: str
+    runs: list[RunRecord]
+
+
+# -- per run -----------------------------------------------------------------------------------------------
 def comparison_rows(runs: Sequence[RunRecord]) -> tuple[list[str], list[dict[str, Any]]]:
-    """``(agent counts, rows)``; each row: name, engineer, per-agents Sum, mean, last validation."""
+    """``(agent counts, rows)``; each row: name, engineer, per-agents Sum, mean, last validation, subsets."""
     agents = sorted({a for r in runs if r.benchmark for a in r.benchmark["table"]}, key=int)
     rows = []
     for run in runs:
-        table = (run.benchmark or {}).get("table", {})
+        bench = run.benchmark or {}
+        table = bench.get("table", {})
         sums = {a: table[a]["sum"] for a in agents if a in table}
         val_rounds = [r for r in run.rounds if r.validation]
-        last = val_rounds[-1].validation["summary"] if val_rounds else None
+        last = val_rounds[-1].validation if val_rounds else None
         mean = None
         if sums:
             mean = {k: round(sum(s[k] for s in sums.values()) / len(sums), 2) for k in ("valid", "optimal")}
@@ -41,19 +72,26 @@ def comparison_rows(runs: Sequence[RunRecord]) -> tuple[list[str], list[dict[str
                 "finished": run.finished,
                 "sums": sums,
                 "mean": mean,
-                "validation_last": last,
+                "parsed": parsed_share(bench) if bench else None,
+                "tokens": bench.get("summary", {}).get("mean_tokens"),
+                "validation_last": last["summary"] if last else None,
                 "validation_curve": [
                     (r.index, r.validation["summary"]["valid"], r.validation["summary"]["optimal"])
                     for r in val_rounds
                 ],
-                "benchmark_n": (run.benchmark or {}).get("summary", {}).get("n"),
+                "subsets": subset_scores(bench) if bench else {},
+                "validation_subsets": subset_scores(last) if last else {},
+                "benchmark_n": bench.get("summary", {}).get("n"),
             }
         )
     return agents, rows
 
 
 def comparison_markdown(agents: list[str], rows: list[dict[str, Any]]) -> str:
-    head = ["run", "engineer", "rounds", *[f"{a} agents" for a in agents], "mean", "last validation", "n"]
+    head = [
+        "run", "engineer", "rounds", *[f"{a} agents" for a in agents], "mean", "parsed %", "tokens / answer",
+        "last validation", "n",
+    ]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [f"`{row['name']}`", str(row["engineer"]), str(row["rounds"])]
@@ -61,18 +99,197 @@ def comparison_markdown(agents: list[str], rows: list[dict[str, Any]]) -> str:
             s = row["sums"].get(a)
             cells.append(f"{s['valid']:.2f} / {s['optimal']:.2f}" if s else "")
         cells.append(f"{row['mean']['valid']:.2f} / {row['mean']['optimal']:.2f}" if row["mean"] else "")
+        cells.append(_fmt(row["parsed"]))
+        cells.append(_fmt(row["tokens"], 1))
         v = row["validation_last"]
         cells.append(f"{v['valid']:.2f} / {v['optimal']:.2f}" if v else "")
         cells.append(str(row["benchmark_n"] or ("unfinished" if not row["finished"] else "")))
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Benchmark Sum (unweighted mean over map sizes), valid % / optimal %, per agent count; "
-        "`n`: benchmark instances scored.",
+        "Benchmark Sum (unweighted mean over map sizes), valid % / optimal %, per agent count; `parsed %`: "
+        "benchmark answers in which a plan could be read; `n`: benchmark instances scored.",
     ]
     return "\n".join(lines)
 
 
+def subsets_markdown(rows: list[dict[str, Any]]) -> str:
+    """Pooled valid / optimal % per wait subset, benchmark and last validation (the paper's Table 5)."""
+    names = sorted({s for r in rows for key in ("subsets", "validation_subsets") for s in r[key]})
+    if not names:
+        return ""
+    head = ["run", *[f"benchmark {s}" for s in names], *[f"validation {s}" for s in names]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [f"`{row['name']}`"]
+        for key in ("subsets", "validation_subsets"):
+            for s in names:
+                c = row[key].get(s)
+                cells.append(f"{c['valid']:.2f} / {c['optimal']:.2f}" if c else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Pooled over agents and sizes, valid % / optimal % per wait subset."]
+    return "\n".join(lines)
+
+
+# -- arms: several seeds per experiment --------------------------------------------------------------------
+def arm_key(experiment: Mapping[str, Any]) -> str:
+    """What two runs of one arm share: the experiment without its seeds, name and description."""
+    rest = {k: v for k, v in experiment.items() if k not in ARM_FREE_FIELDS}
+    return json.dumps(rest, sort_keys=True, default=str)
+
+
+def arm_label(names: Sequence[str]) -> str:
+    """The arm's name: the runs' common name, without a trailing seed suffix.
+
+    >>> arm_label(["cpu-main-self-s0", "cpu-main-self-s1"]), arm_label(["fixed_seed2"]), arm_label(["v6"])
+    ('cpu-main-self', 'fixed', 'v6')
+    """
+    stripped = {_SEED_SUFFIX.sub("", n) or n for n in names}
+    if len(stripped) == 1:
+        return stripped.pop()
+    prefix = Path.commonprefix(list(stripped)).rstrip("-_.+")
+    return prefix or sorted(stripped)[0]
+
+
+def group_arms(
+    runs: Sequence[RunRecord], explicit: Mapping[str, Sequence[str | Path]] | None = None
+) -> list[Arm]:
+    """Group runs into arms: explicitly by name, else by experiment content without the seeds.
+
+    Raises:
+        ConfigError: an explicit arm names a directory that is not among the compared runs.
+    """
+    arms: list[Arm] = []
+    placed: set[int] = set()
+    if explicit:
+        by_root = {r.root.resolve(): i for i, r in enumerate(runs)}
+        for name, dirs in explicit.items():
+            members = []
+            for d in dirs:
+                i = by_root.get(Path(d).resolve())
+                if i is None:
+                    raise ConfigError(f"arm {name!r}: {d} is not one of the compared run directories")
+                if i in placed:
+                    raise ConfigError(f"arm {name!r}: {d} is already in another arm")
+                placed.add(i)
+                members.append(runs[i])
+            arms.append(Arm(name, members))
+        for i, r in enumerate(runs):
+            if i not in placed:
+                arms.append(Arm(r.name, [r]))
+        return arms
+    groups: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        groups.setdefault(arm_key(r.experiment), []).append(r)
+    labels: dict[str, int] = {}
+    for members in groups.values():
+        label = arm_label([m.name for m in members])
+        labels[label] = labels.get(label, 0) + 1
+        arms.append(Arm(label if labels[label] == 1 else f"{label} ({labels[label]})", members))
+    return arms
+
+
+def spread(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, sample standard deviation (n - 1; None for one value), min, max and n.
+
+    >>> spread([10.0, 20.0, 30.0])
+    {'n': 3, 'mean': 20.0, 'std': 10.0, 'min': 10.0, 'max': 30.0}
+    """
+    n = len(values)
+    if not n:
+        return {"n": 0, "mean": None, "std": None, "min": None, "max": None}
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
+    return {
+        "n": n,
+        "mean": round(mean, 2),
+        "std": None if std is None else round(std, 2),
+        "min": round(min(values), 2),
+        "max": round(max(values), 2),
+    }
+
+
+def _scores_of(run: RunRecord, which: str) -> dict[str, Any] | None:
+    if which == "benchmark":
+        return run.benchmark
+    val = [r for r in run.rounds if r.validation]
+    return val[-1].validation if val else None
+
+
+def arm_statistics(arm: Arm, which: str) -> dict[str, Any]:
+    """``{agents: {"sizes": {size: {valid: spread, optimal: spread}}, "sum": {...}}, "n_runs": n}``.
+
+    ``which`` is ``benchmark`` or ``validation`` (each run's last validated round). Runs without those
+    scores are left out (``n`` says how many runs a figure comes from).
+    """
+    scored = [s for s in (_scores_of(r, which) for r in arm.runs) if s]
+    agents = sorted({a for s in scored for a in s.get("table", {})}, key=int)
+    out: dict[str, Any] = {"n_runs": len(scored), "agents": {}}
+    for a in agents:
+        tables = [s["table"][a] for s in scored if a in s.get("table", {})]
+        sizes = sorted({n for t in tables for n in t["sizes"]}, key=int)
+        out["agents"][a] = {
+            "sizes": {
+                n: {
+                    k: spread([t["sizes"][n][k] for t in tables if n in t["sizes"]])
+                    for k in ("valid", "optimal")
+                }
+                for n in sizes
+            },
+            "sum": {k: spread([t["sum"][k] for t in tables]) for k in ("valid", "optimal")},
+        }
+    return out
+
+
+def arms_markdown(arms: Sequence[Arm]) -> str:
+    """Per split and metric: one row per (arm, agents), mean ± std [min–max] per size and for the Sum."""
+    parts: list[str] = []
+    for which in ("benchmark", "validation"):
+        stats = [(arm, arm_statistics(arm, which)) for arm in arms]
+        sizes = sorted({int(n) for _, st in stats for t in st["agents"].values() for n in t["sizes"]})
+        if not sizes:
+            continue
+        for metric in ("valid", "optimal"):
+            title = "benchmark" if which == "benchmark" else "last validation"
+            parts += [f"### {title}, {metric} %: mean ± std [min–max] over an arm's runs", ""]
+            head = ["arm", "runs", "agents", *[f"{n}x{n}" for n in sizes], "Sum"]
+            parts += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            for arm, st in stats:
+                for a, t in st["agents"].items():
+                    cells = [f"`{arm.name}`", str(st["n_runs"]), a]
+                    for n in sizes:
+                        c = t["sizes"].get(str(n))
+                        cells.append(_spread_text(c[metric]) if c else "")
+                    cells.append(f"**{_spread_text(t['sum'][metric])}**")
+                    parts.append("| " + " | ".join(cells) + " |")
+            parts.append("")
+    if not parts:
+        return ""
+    lines = [
+        "## Arms (runs that differ only in their seeds)",
+        "",
+        "| arm | runs |",
+        "|---|---|",
+        *[f"| `{a.name}` | " + ", ".join(f"`{r.root}`" for r in a.runs) + " |" for a in arms],
+        "",
+        "std is the sample standard deviation over the arm's runs (n - 1); with one run it is `–`. Two arms "
+        "whose [min–max] ranges overlap are not told apart by these runs.",
+        "",
+        *parts,
+    ]
+    return "\n".join(lines).rstrip()
+
+
+def _spread_text(s: Mapping[str, Any]) -> str:
+    if not s or s.get("mean") is None:
+        return ""
+    std = "–" if s["std"] is None else f"{s['std']:.2f}"
+    if s["n"] == 1:
+        return f"{s['mean']:.2f}"
+    return f"{s['mean']:.2f} ± {std} [{s['min']:.2f}–{s['max']:.2f}]"
+
+
+# -- figures -----------------------------------------------------------------------------------------------
 def compare_figure(agents: list[str], rows: list[dict[str, Any]], path: Path) -> Path:
     plt = _plt()
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11.0, 4.0))
@@ -105,16 +322,91 @@ def compare_figure(agents: list[str], rows: list[dict[str, Any]], path: Path) ->
     return _save(fig, path)
 
 
-def compare_runs(run_dirs: Sequence[str | Path], *, out: str | Path) -> Path:
-    """Write ``compare.md`` and ``compare.png`` into ``out``; returns the Markdown path."""
-    if not run_dirs:
+def allocation_figure(runs: Sequence[RunRecord], path: Path) -> Path | None:
+    """Each run's data allocation across map sizes per round, one panel per run (the paper's Fig. 7)."""
+    data = [(run, *allocation(run)) for run in runs]
+    data = [d for d in data if d[1]]
+    if not data:
+        return None
+    plt = _plt()
+    sizes = sorted({n for d in data for n in d[2]})
+    cmap = plt.get_cmap("viridis")
+    colors = {n: cmap(i / max(len(sizes) - 1, 1)) for i, n in enumerate(sizes)}
+    fig, axes = plt.subplots(1, len(data), figsize=(2.2 + 2.4 * len(data), 4.0), sharey=True, squeeze=False)
+    for ax, (run, rounds, _, share) in zip(axes[0], data, strict=True):
+        bottom = [0.0] * len(rounds)
+        for n in sizes:
+            vals = share.get(n, [0.0] * len(rounds))
+            ax.bar(
+                range(len(rounds)), vals, bottom=bottom, color=colors[n], label=f"{n}x{n}", edgecolor="white"
+            )
+            bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+        ax.set_xticks(range(len(rounds)), [f"r{r}" for r in rounds])
+        ax.set_title(run.name, fontsize=9)
+        ax.set_ylim(0, 100)
+    axes[0][0].set_ylabel("share of the round's samples (%)")
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    fig.legend(handles, labels, title="size", loc="center right", fontsize=8)
+    fig.suptitle("data allocation across map sizes per round")
+    fig.tight_layout(rect=(0, 0, 1 - 0.9 / (2.2 + 2.4 * len(data)), 1))
+    return _save(fig, path, tight=False)
+
+
+# -- the command -------------------------------------------------------------------------------------------
+def compare_runs(
+    run_dirs: Sequence[str | Path],
+    *,
+    out: str | Path,
+    arms: Mapping[str, Sequence[str | Path]] | None = None,
+) -> Path:
+    """Write ``compare.md``, ``compare.png`` and ``allocation.png`` into ``out``; returns the Markdown path.
+
+    Args:
+        run_dirs: The run directories (finished or not). Directories named in ``arms`` are added when
+            missing here.
+        out: The output folder.
+        arms: Explicit arms, ``{name: [run dirs]}``; None groups runs by experiment without the seeds.
+    """
+    dirs = [Path(d) for d in run_dirs]
+    for members in (arms or {}).values():
+        for d in members:
+            if Path(d).resolve() not in {x.resolve() for x in dirs}:
+                dirs.append(Path(d))
+    if not dirs:
         raise ConfigError("compare needs at least one run directory")
-    runs = [load_run(d) for d in run_dirs]
+    runs = [load_run(d) for d in dirs]
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
-        log.warning("several runs share a name (%s); the table lists them in the given order", names)
+        log.info("several runs share a name (%s); rows list them in the given order", names)
     agents, rows = comparison_rows(runs)
+    grouped = group_arms(runs, arms)
     out = Path(out)
     fig = compare_figure(agents, rows, out / "compare.png")
-    text = "# Comparison\n\n" + comparison_markdown(agents, rows) + f"\n\n![comparison]({fig.name})\n"
+    alloc = allocation_figure(runs, out / "allocation.png")
+    text = "# Comparison\n\n" + comparison_markdown(agents, rows) + "\n"
+    subsets = subsets_markdown(rows)
+    if subsets:
+        text += "\n## Per wait subset\n\n" + subsets + "\n"
+    if any(len(a.runs) > 1 for a in grouped) or arms:
+        text += "\n" + arms_markdown(grouped) + "\n"
+    text += f"\n![comparison]({fig.name})\n"
+    if alloc is not None:
+        text += f"\n![data allocation per round, side by side]({alloc.name})\n"
     return atomic_write_text(out / "compare.md", text)
+
+
+def parse_arm(text: str) -> tuple[str, list[Path]]:
+    """``NAME=DIR,DIR,...`` (the ``--arm`` option) -> ``(NAME, [DIR, ...])``.
+
+    >>> parse_arm("fixed=runs/f0,runs/f1")
+    ('fixed', [PosixPath('runs/f0'), PosixPath('runs/f1')])
+    """
+    name, sep, dirs = text.partition("=")
+    paths = [Path(d.strip()) for d in dirs.split(",") if d.strip()]
+    if not sep or not name.strip() or not paths:
+        raise ConfigError(f"--arm {text!r} must look like NAME=DIR,DIR,... (e.g. fixed=runs/f-s0,runs/f-s1)")
+    return name.strip(), paths
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    return f"{v:.{digits}f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""

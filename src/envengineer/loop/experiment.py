@@ -670,6 +670,8 @@ def cpu_seconds_estimate(exp: Experiment, counts: dict[str, Any]) -> float | Non
 
 
 def _context_label(exp: Experiment) -> str:
+    if not exp.engineer_rounds:
+        return "none (no engineer call)"
     if not exp.engineer.is_llm:
         return "none (not a language model)"
     try:

@@ -14,6 +14,7 @@ A run still in progress renders what it has. Figures use matplotlib's Agg backen
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from envengineer.errors import ConfigError
 from envengineer.loop.rundir import ROUND_STAGES, RunDir, atomic_write_text, read_json
 from envengineer.mapf.config import read_yaml
+from envengineer.mapf.scoring import subset_table_md
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +133,51 @@ def benchmark_table_md(scores: dict[str, Any], *, title: str = "", model: str | 
             f"| {agents} | " + " | ".join(cells) + f" | {t['sum']['valid']:.2f} / {t['sum']['optimal']:.2f} |"
         )
     s = scores.get("summary", {})
-    lines += ["", f"valid % / optimal %; {s.get('n', 0)} instances" + (f"; model: {model}" if model else "")]
+    parsed = parsed_share(scores)
+    tokens = s.get("mean_tokens")
+    lines += [
+        "",
+        f"valid % / optimal %; {s.get('n', 0)} instances"
+        + (f"; parsed {parsed:.2f} %" if parsed is not None else "")
+        + (f"; {tokens:.1f} tokens per answer" if isinstance(tokens, (int, float)) else "")
+        + (f"; model: {model}" if model else ""),
+    ]
+    pooled = subset_table_md(subset_scores(scores))
+    if pooled:
+        lines += ["", pooled]
     return "\n".join(lines)
+
+
+_SUBSET_IN_ID = re.compile(r"_wr(\d{3})_")
+
+
+def subset_scores(scores: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Pooled valid / optimal % per wait subset (Table 5 shape) from ScoreReport JSON.
+
+    Uses the ``subsets`` entry where the scores have one; older score files are pooled from their verdicts
+    (the ``subset`` field, or the ``wrXXX`` part of a benchmark id). Empty when no verdict names a subset.
+
+    >>> subset_scores({"verdicts": [{"id": "3agents_3x3_wr025_000001", "valid": True, "optimal": False}]})
+    {'wr_025': {'n': 1, 'valid': 100.0, 'optimal': 0.0}}
+    """
+    if scores.get("subsets"):
+        return dict(scores["subsets"])
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for v in scores.get("verdicts") or []:
+        name = v.get("subset")
+        if not name:
+            m = _SUBSET_IN_ID.search(str(v.get("id", "")))
+            name = f"wr_{m.group(1)}" if m else None
+        if name:
+            groups.setdefault(str(name), []).append(v)
+    return {
+        name: {
+            "n": len(vs),
+            "valid": round(100.0 * sum(bool(v.get("valid")) for v in vs) / len(vs), 2),
+            "optimal": round(100.0 * sum(bool(v.get("optimal")) for v in vs) / len(vs), 2),
+        }
+        for name, vs in sorted(groups.items())
+    }
 
 
 # -- numbers the figures and tables share ------------------------------------------------------------------
@@ -171,7 +216,8 @@ def parsed_share(scores: dict[str, Any]) -> float | None:
     """
     verdicts = scores.get("verdicts")
     if not verdicts:
-        return None
+        parsed = scores.get("summary", {}).get("parsed")
+        return float(parsed) if isinstance(parsed, (int, float)) else None
     return 100.0 * sum(v.get("failure") != "parse_error" for v in verdicts) / len(verdicts)
 
 
@@ -385,7 +431,7 @@ def render_markdown(run: RunRecord, figures: dict[str, Path | None]) -> str:
         f"| rounds × samples × epochs | {exp.get('rounds')} × {exp.get('samples_per_round')} × "
         f"{exp.get('epochs_per_round'):g} |",
         f"| engineer | `{eng.get('kind')}`" + (f" (`{eng.get('model')}`)" if eng.get("model") else "") + " |",
-        f"| context | {_context_text(ctx)} |",
+        f"| context | {_context_text(ctx) if _is_llm(eng) else 'none (not a language model)'} |",
         f"| training preset | `{exp.get('training', {}).get('preset')}` |",
         f"| status | {'finished' if run.finished else 'in progress (or stopped): ' + _progress_text(run)} |",
         f"| time in finished stages | {_duration(sum(run.seconds.values()))} ("
@@ -400,8 +446,9 @@ def render_markdown(run: RunRecord, figures: dict[str, Path | None]) -> str:
     if run.rounds:
         lines += [
             "| round | configuration from | projection changes | fell back | GRPO steps | "
-            "seconds: engineer / data / train / validation | validation parsed % | valid % | optimal % |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "seconds: engineer / data / train / validation | validation parsed % | valid % | optimal % | "
+            "tokens / answer |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in run.rounds:
             proj = r.projection or {}
@@ -413,7 +460,7 @@ def render_markdown(run: RunRecord, figures: dict[str, Path | None]) -> str:
                 f"{train.get('steps', '') if not train.get('skipped') else 'skipped'} | "
                 f"{' / '.join(f'{r.seconds[k]:.0f}' if k in r.seconds else '-' for k in ROUND_STAGES)} | "
                 f"{_num(parsed_share(r.validation or {}))} | {_num(val.get('valid'))} | "
-                f"{_num(val.get('optimal'))} |"
+                f"{_num(val.get('optimal'))} | {_num(val.get('mean_tokens'), 1)} |"
             )
         lines.append("")
     else:
@@ -504,6 +551,11 @@ def _figure(figures: dict[str, Path | None], key: str, alt: str) -> list[str]:
     return [f"![{alt}]({p.as_posix()})", ""] if p is not None else []
 
 
+def _is_llm(eng: dict[str, Any]) -> bool:
+    """Whether the run's engineer reads a context (the LLM kinds); the default kind is ``self``."""
+    return eng.get("kind", "self") in ("self", "base", "openai")
+
+
 def _context_text(ctx: Any) -> str:
     from envengineer.loop.experiment import ContextSettings
 
@@ -539,8 +591,8 @@ def _duration(seconds: float) -> str:
     return f"{m} min {s} s"
 
 
-def _num(v: Any) -> str:
-    return f"{v:.2f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
+def _num(v: Any, digits: int = 2) -> str:
+    return f"{v:.{digits}f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
 
 
 def _clip(text: str, n: int) -> str:

@@ -576,6 +576,7 @@ class LoopRunner:
                 "raw": raw,
                 "changes": list(record.get("changes") or []),
                 "errors": list(record.get("errors") or []),
+                "issues": list((record.get("details") or {}).get("issues") or []),
                 "fell_back": bool(record.get("fell_back")),
                 "fallback_reason": record.get("fallback_reason"),
                 "attempts": len(record.get("attempts") or []),
@@ -865,7 +866,7 @@ class LoopRunner:
                     exclude={i.board_hash() for i in self._full_benchmark()},
                     progress=self.progress,
                 )
-                self._validation = balanced_subset(built, v.limit)
+                self._validation = select_benchmark(built, None, v.limit)
                 save_instances(self._validation, path)
         return self._validation
 
@@ -874,8 +875,9 @@ class LoopRunner:
         """The benchmark, or the part ``benchmark_per_cell`` and ``benchmark_limit`` keep (CPU scale)."""
         if self._benchmark is None:
             ev = self.exp.evaluation
-            kept = select_benchmark(self._full_benchmark(), ev.benchmark_per_cell)
-            self._benchmark = balanced_subset(kept, ev.benchmark_limit)
+            self._benchmark = select_benchmark(
+                self._full_benchmark(), ev.benchmark_per_cell, ev.benchmark_limit
+            )
         return self._benchmark
 
     def _full_benchmark(self) -> list[Instance]:
@@ -922,55 +924,17 @@ def run_experiment(
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
-def select_benchmark(instances: Sequence[Instance], per_cell: int | None) -> list[Instance]:
-    """The first ``per_cell`` instances of each (agents, size, subset) cell, in file order (all if None)."""
-    if per_cell is None:
-        return list(instances)
-    seen: dict[tuple[int, int, str], int] = {}
-    out = []
-    for inst in instances:
-        key = (inst.num_agents, inst.size, str(inst.meta.get("subset", "")))
-        if seen.get(key, 0) < per_cell:
-            seen[key] = seen.get(key, 0) + 1
-            out.append(inst)
-    return out
+def select_benchmark(
+    instances: Sequence[Instance], per_cell: int | None, limit: int | None = None
+) -> list[Instance]:
+    """The benchmark part ``benchmark_per_cell`` / ``benchmark_limit`` keep: a seeded, stratified subset.
 
-
-def balanced_subset(instances: Sequence[Instance], limit: int | None) -> list[Instance]:
-    """``limit`` instances spread over the (agents, size) cells, wait subsets rotating (all if None).
-
-    Cells are visited round-robin in (agents, size) order; a cell's instances are taken alternating between
-    its wait subsets, starting at a different subset in each cell, so that a limit of one per cell still
-    covers every subset. Deterministic; the result keeps file order.
-
-    >>> from envengineer.mapf.instance import Instance
-    >>> g = ("...", "...", "...")
-    >>> cell = [Instance(f"{s}{k}", g, ((0, 0), (0, 2)), ((0, 2), (0, 0)), meta={"subset": s})
-    ...         for s in ("a", "b") for k in range(2)]
-    >>> [i.id for i in balanced_subset(cell, 3)]
-    ['a0', 'a1', 'b0']
+    See :func:`envengineer.mapf.benchmark.draw_subset`: every cell keeps its share of instances that need a
+    wait, and the same arguments give the same subset in every run.
     """
-    if limit is None or limit >= len(instances):
-        return list(instances)
-    cells: dict[tuple[int, int], dict[str, list[int]]] = {}
-    for idx, inst in enumerate(instances):
-        key = (inst.num_agents, inst.size)
-        cells.setdefault(key, {}).setdefault(str(inst.meta.get("subset", "")), []).append(idx)
-    queues = []
-    for c, key in enumerate(sorted(cells)):
-        subsets = [cells[key][s] for s in sorted(cells[key])]
-        start = c % len(subsets)
-        subsets = subsets[start:] + subsets[:start]
-        order = [q[d] for d in range(max(len(q) for q in subsets)) for q in subsets if d < len(q)]
-        queues.append(order)
-    chosen: list[int] = []
-    depth = 0
-    while len(chosen) < limit:
-        for q in queues:
-            if depth < len(q) and len(chosen) < limit:
-                chosen.append(q[depth])
-        depth += 1
-    return [instances[i] for i in sorted(chosen)]
+    from envengineer.mapf.benchmark import draw_subset
+
+    return draw_subset(instances, per_cell=per_cell, limit=limit)
 
 
 def _warm_start_cache_dir(exp: Experiment, instances: Sequence[Instance]) -> Path:

@@ -15,8 +15,10 @@ Decisions the spec leaves open (also in ``docs/testbed.md``):
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +30,22 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envengineer.errors import ConfigError
 
+log = logging.getLogger(__name__)
+
 MIN_SIZE, MAX_SIZE = 3, 10
 HOLE_RATIO_MAX = 0.5
+#: Largest data_ratio before renormalisation (a proposal's larger values are clipped to it).
+DATA_RATIO_MAX = 1000.0
+#: Bounds of the experiment-owned fields (a proposal may not change them; they are checked all the same).
+NUM_AGENTS_RANGE = (1, 16)
+NUM_SAMPLES_RANGE = (1, 1_000_000)
+
+
+def _no_bool(v: Any) -> Any:
+    """pydantic's lax mode reads ``true`` as 1; a boolean is never a count or a ratio here."""
+    if isinstance(v, bool):
+        raise ValueError(f"expected a number, got the boolean {str(v).lower()}")
+    return v
 
 
 class SizeConfig(BaseModel):
@@ -38,7 +54,9 @@ class SizeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     data_ratio: float = Field(
-        ge=0.0, le=1000.0, description="Share of the round's samples drawn at this size (>= 0; renormalised)."
+        ge=0.0,
+        le=DATA_RATIO_MAX,
+        description="Share of the round's samples drawn at this size (>= 0; renormalised).",
     )
     hole_ratio: float = Field(
         ge=0.0, le=HOLE_RATIO_MAX, description="Share of the grid's cells that are holes, in [0, 0.5]."
@@ -47,6 +65,10 @@ class SizeConfig(BaseModel):
         ge=0.0,
         le=1.0,
         description="Share of the instances at this size whose optimum needs a wait, in [0, 1].",
+    )
+
+    _numbers = field_validator("data_ratio", "hole_ratio", "wait_ratio", mode="before")(
+        lambda cls, v: _no_bool(v)
     )
 
 
@@ -65,14 +87,19 @@ class RoundConfig(BaseModel):
         description="Per map size n (an n x n grid): data_ratio, hole_ratio and wait_ratio.", min_length=1
     )
     num_agents: int = Field(
-        default=2, ge=1, le=16, description="Agents per instance (2 in the paper's training)."
+        default=2,
+        ge=NUM_AGENTS_RANGE[0],
+        le=NUM_AGENTS_RANGE[1],
+        description="Agents per instance (2 in the paper's training).",
     )
     num_samples: int = Field(
         default=4000,
-        ge=1,
-        le=1_000_000,
+        ge=NUM_SAMPLES_RANGE[0],
+        le=NUM_SAMPLES_RANGE[1],
         description="Instances generated for the round (4,000 in the paper).",
     )
+
+    _counts = field_validator("num_agents", "num_samples", mode="before")(lambda cls, v: _no_bool(v))
 
     @field_validator("sizes", mode="before")
     @classmethod
@@ -205,27 +232,49 @@ class Projection:
 
 
 def project(proposal: Any, previous: RoundConfig, space: ConfigSpace = DEFAULT_SPACE) -> Projection:
-    """Map any proposal onto the legal space (SPEC §3), recording every change.
+    """Map any proposal onto the legal space (SPEC §3), recording every change; never raises.
 
-    Unknown sizes and keys are dropped, missing sizes and unusable values come from ``previous``, values
-    are clipped to their bounds and data ratios renormalised (all zero gives the uniform split).
+    Unknown sizes and keys are dropped, missing sizes and unusable values (text, NaN, ``true``, nested
+    objects) come from ``previous``, numbers are clipped to their bounds (``data_ratio`` to [0, 1000]
+    before renormalising) and data ratios renormalised (all zero gives the uniform split). Any JSON or
+    YAML value is accepted: huge integers, ``1e308``, strings and nested junk give a legal configuration
+    and a recorded change, never an exception.
 
     >>> prev = round0_config(0)
     >>> p = project({"sizes": {"3": {"data_ratio": 2, "hole_ratio": 0.9, "wait_ratio": -1}}}, prev)
     >>> p.config.sizes[3].hole_ratio, p.config.sizes[3].wait_ratio
     (0.5, 0.0)
+    >>> huge = {"sizes": {"3": {"data_ratio": 10**400, "hole_ratio": 0.1, "wait_ratio": 0.5}}}
+    >>> project(huge, prev).changes[0]
+    'size 3: data_ratio <an integer of about 400 digits> clipped to 1000.0'
     """
+    try:
+        return _project(proposal, previous, space)
+    except Exception as exc:  # the last guard: a proposal is data and must never stop a run
+        log.warning("projection failed (%s); kept the previous configuration", type(exc).__name__)
+        return Projection(
+            raw=proposal,
+            config=previous,
+            changes=(
+                f"the proposal could not be projected ({type(exc).__name__}); "
+                "kept the previous configuration",
+            ),
+        )
+
+
+def _project(proposal: Any, previous: RoundConfig, space: ConfigSpace) -> Projection:
     changes: list[str] = []
     body = proposal
     if isinstance(body, Mapping) and "sizes" in body:
         for key in ("num_agents", "num_samples"):
             if key in body and _number(body[key]) != getattr(previous, key):
                 changes.append(
-                    f"{key} is set by the experiment: kept {getattr(previous, key)}, ignored {body[key]!r}"
+                    f"{key} is set by the experiment: kept {getattr(previous, key)}, "
+                    f"ignored {_short(body[key])}"
                 )
         for key in body:
             if key not in ("sizes", "num_agents", "num_samples"):
-                changes.append(f"dropped unknown top-level key {key!r}")
+                changes.append(f"dropped unknown top-level key {_short(key)}")
         body = body["sizes"]
     if not isinstance(body, Mapping):
         changes.append(
@@ -237,11 +286,11 @@ def project(proposal: Any, previous: RoundConfig, space: ConfigSpace = DEFAULT_S
     for key, value in body.items():
         try:
             n = _size_key(key)
-        except ValueError:
-            changes.append(f"dropped unknown size {key!r}")
+        except (ValueError, TypeError):
+            changes.append(f"dropped unknown size {_short(key)}")
             continue
         if n not in space.sizes:
-            changes.append(f"dropped size {n}, outside the legal sizes {list(space.sizes)}")
+            changes.append(f"dropped size {_short(n)}, outside the legal sizes {list(space.sizes)}")
             continue
         if n in proposed:
             changes.append(f"size {n} given twice; kept the first")
@@ -249,7 +298,7 @@ def project(proposal: Any, previous: RoundConfig, space: ConfigSpace = DEFAULT_S
         proposed[n] = value
 
     bounds = {
-        "data_ratio": (0.0, math.inf),
+        "data_ratio": (0.0, DATA_RATIO_MAX),
         "hole_ratio": (0.0, space.hole_ratio_max),
         "wait_ratio": (0.0, 1.0),
     }
@@ -270,16 +319,18 @@ def project(proposal: Any, previous: RoundConfig, space: ConfigSpace = DEFAULT_S
             continue
         for key in entry:
             if key not in bounds:
-                changes.append(f"size {n}: dropped unknown key {key!r}")
+                changes.append(f"size {n}: dropped unknown key {_short(key)}")
         vals = {}
         for key, (lo, hi) in bounds.items():
             v = _number(entry.get(key))
             if v is None:
-                changes.append(f"size {n}: {key} {entry.get(key)!r} is not a number; kept {prev_vals[key]}")
+                changes.append(
+                    f"size {n}: {key} {_short(entry.get(key))} is not a number; kept {prev_vals[key]}"
+                )
                 v = prev_vals[key]
             elif v < lo or v > hi:
                 clipped = min(max(v, lo), hi)
-                changes.append(f"size {n}: {key} {v} clipped to {clipped}")
+                changes.append(f"size {n}: {key} {_short(entry.get(key))} clipped to {clipped}")
                 v = clipped
             vals[key] = v
         raw_sizes[n] = vals
@@ -300,28 +351,97 @@ def project(proposal: Any, previous: RoundConfig, space: ConfigSpace = DEFAULT_S
 
 
 def validate_proposal(proposal: Any, space: ConfigSpace = DEFAULT_SPACE) -> list[str]:
-    """Strict check of a proposal: the errors an engineer should fix, empty when it is acceptable as is.
+    """Strict check of every field's type and range: what projection will change, empty when nothing.
 
-    Missing sizes are allowed (projection fills them); unknown keys, unknown sizes and out-of-range or
-    non-numeric values are errors.
+    A proposal is ``{"sizes": {SIZE: {data_ratio, hole_ratio, wait_ratio}}}`` (optionally with
+    ``num_agents`` and ``num_samples``, which the experiment sets) or the per-size mapping alone. Missing
+    sizes are allowed (projection fills them); unknown keys, unknown sizes, values that are not finite
+    numbers (booleans included) and values out of range are each one message naming the field, the value
+    and the allowed range. Never raises, whatever the value; messages quote at most 40 characters of it.
+
+    >>> validate_proposal({"sizes": {"3": {"data_ratio": 1, "hole_ratio": 0.9, "wait_ratio": 0}}})
+    ['sizes.3.hole_ratio: 0.9 is out of range; use a number in [0, 0.5]']
     """
+    try:
+        return _validate(proposal, space)
+    except Exception as exc:  # a proposal is data: any failure is a message, not an exception
+        return [f"the configuration could not be checked ({type(exc).__name__}); write plain numbers"]
+
+
+def _validate(proposal: Any, space: ConfigSpace) -> list[str]:
     if not isinstance(proposal, Mapping):
         return [f"the configuration must be a JSON object, got {type(proposal).__name__}"]
-    try:
-        cfg = RoundConfig.model_validate(
-            {**proposal, "num_agents": 2, "num_samples": 1} if "sizes" in proposal else {"sizes": proposal}
-        )
-    except ValidationError as exc:
-        return [format_validation_error(exc, max_errors=10)]
-    return [
-        f"size {n} is not a legal size; use one of {list(space.sizes)}"
-        for n in cfg.sizes
-        if n not in space.sizes
-    ] + [
-        f"size {n}: hole_ratio {s.hole_ratio} is above {space.hole_ratio_max}"
-        for n, s in cfg.sizes.items()
-        if s.hole_ratio > space.hole_ratio_max
-    ]
+    errors: list[str] = []
+    if "sizes" in proposal:
+        for key in proposal:
+            if key not in ("sizes", "num_agents", "num_samples"):
+                errors.append(
+                    f"{_short(key)}: unknown key; use sizes (num_agents and num_samples are optional)"
+                )
+        for key, (lo, hi) in (("num_agents", NUM_AGENTS_RANGE), ("num_samples", NUM_SAMPLES_RANGE)):
+            if key in proposal:
+                v = proposal[key]
+                if isinstance(v, bool) or not isinstance(v, int):
+                    errors.append(f"{key}: {_short(v)} is not an integer; use an integer in [{lo}, {hi}]")
+                elif not lo <= v <= hi:
+                    errors.append(f"{key}: {_short(v)} is out of range; use an integer in [{lo}, {hi}]")
+        sizes, where = proposal["sizes"], "sizes"
+    else:
+        sizes, where = proposal, "sizes"
+    if not isinstance(sizes, Mapping):
+        return [*errors, f"{where}: expected an object keyed by map size, got {type(sizes).__name__}"]
+    if not sizes:
+        errors.append(f"{where}: no map size given; give at least 1 item")
+    bounds = {
+        "data_ratio": (0.0, DATA_RATIO_MAX),
+        "hole_ratio": (0.0, space.hole_ratio_max),
+        "wait_ratio": (0.0, 1.0),
+    }
+    seen: set[int] = set()
+    for key, entry in sizes.items():
+        try:
+            n = _size_key(key)
+        except (ValueError, TypeError):
+            errors.append(f"{where}.{_short(key)}: not a map size; write 6 or '6x6'")
+            continue
+        if n not in space.sizes:
+            errors.append(
+                f"{where}.{_short(key)}: size {_short(n)} is not a legal size; use one of {list(space.sizes)}"
+            )
+            continue
+        if n in seen:
+            errors.append(f"{where}.{_short(key)}: size {n} given twice")
+            continue
+        seen.add(n)
+        if not isinstance(entry, Mapping):
+            errors.append(
+                f"{where}.{n}: expected an object with data_ratio, hole_ratio and wait_ratio, "
+                f"got {type(entry).__name__}"
+            )
+            continue
+        for field in entry:
+            if field not in bounds:
+                errors.append(
+                    f"{where}.{n}.{_short(field)}: unknown key; use data_ratio, hole_ratio, wait_ratio"
+                )
+        for field, (lo, hi) in bounds.items():
+            if field not in entry:
+                errors.append(f"{where}.{n}.{field}: missing; give a number in [{lo:g}, {hi:g}]")
+                continue
+            v = _number(entry[field])
+            if v is None:
+                errors.append(
+                    f"{where}.{n}.{field}: {_short(entry[field])} is not a finite number; "
+                    f"use a number in [{lo:g}, {hi:g}]"
+                )
+            elif not lo <= v <= hi:
+                errors.append(
+                    f"{where}.{n}.{field}: {_short(entry[field])} is out of range; "
+                    f"use a number in [{lo:g}, {hi:g}]"
+                )
+    if seen and not errors and all(_number(sizes[k]["data_ratio"]) == 0 for k in sizes):
+        errors.append(f"{where}: all data_ratio values are 0; give at least one size a positive share")
+    return errors
 
 
 def read_yaml(path: Path, what: str) -> Any:
@@ -360,17 +480,38 @@ def _size_key(key: Any) -> int:
         raise ValueError(key)
     if isinstance(key, int):
         return key
-    m = _SIZE_RE.match(str(key))
+    if not isinstance(key, str) or len(key) > 20:
+        raise ValueError("not a map size")
+    m = _SIZE_RE.match(key)
     if not m or (m.group(2) and m.group(2) != m.group(1)):
         raise ValueError(f"{key!r} is not a map size; write 6 or '6x6'")
     return int(m.group(1))
 
 
 def _number(v: Any) -> float | None:
+    """A finite float from an int or float (a numeric string counts too); None for anything else."""
     if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, str):
+        if len(v) > 40:
+            return None
+    elif not isinstance(v, (int, float)):
         return None
     try:
         f = float(v)
+    except OverflowError:  # an integer beyond float range: a (far) out-of-range number
+        return sys.float_info.max if v > 0 else -sys.float_info.max
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
+
+
+def _short(v: Any, limit: int = 40) -> str:
+    """``repr`` of a value, cut to ``limit`` characters; never raises (huge ints, odd objects)."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 128:
+        return f"<an integer of about {int(v.bit_length() * 0.30103)} digits>"
+    try:
+        text = repr(v)
+    except Exception:  # a value that cannot print itself is described by its type
+        return f"<{type(v).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -61,6 +61,21 @@ class ScoreReport:
             }
         return table
 
+    def subsets(self) -> dict[str, dict[str, Any]]:
+        """Pooled over agents and sizes, per wait subset (the paper's Table 5 shape): n, valid, optimal %.
+
+        Empty when the instances carry no ``subset`` (only benchmark-shaped sets have wr_025/050/075).
+        """
+        groups: dict[str, list[Verdict]] = defaultdict(list)
+        for inst in self.instances:
+            name = inst.meta.get("subset")
+            if name:
+                groups[str(name)].append(self.verdicts[inst.id])
+        return {
+            name: {"n": len(v), "valid": _pct(v, "valid"), "optimal": _pct(v, "optimal")}
+            for name, v in sorted(groups.items())
+        }
+
     def failures(self) -> dict[str, dict[str, dict[str, int]]]:
         """Failure category counts per agents and size (categories with a zero count omitted)."""
         out: dict[str, dict[str, dict[str, int]]] = {}
@@ -79,6 +94,7 @@ class ScoreReport:
             "valid": _pct(vs, "valid"),
             "optimal": _pct(vs, "optimal"),
             "makespan_optimal": _pct(vs, "makespan_optimal"),
+            "parsed": round(100.0 * sum(v.failure != "parse_error" for v in vs) / len(vs), 2) if vs else 0.0,
             "mean_tokens": round(sum(toks) / len(toks), 1) if toks else None,
         }
 
@@ -92,6 +108,7 @@ class ScoreReport:
                     "id": inst.id,
                     "num_agents": inst.num_agents,
                     "size": inst.size,
+                    "subset": inst.meta.get("subset"),
                     **v.to_dict(),
                     "tokens": self.tokens.get(inst.id),
                 }
@@ -99,6 +116,7 @@ class ScoreReport:
         return {
             "summary": self.summary(),
             "table": self.table(),
+            "subsets": self.subsets(),
             "failures": self.failures(),
             "verdicts": verdicts,
         }
@@ -123,9 +141,33 @@ class ScoreReport:
         lines.append("")
         lines.append(
             f"valid / optimal %, {s['n']} instances; overall {s['valid']:.2f} / {s['optimal']:.2f}"
-            f" (makespan-optimal {s['makespan_optimal']:.2f})"
+            f" (makespan-optimal {s['makespan_optimal']:.2f}); parsed {s['parsed']:.2f} %"
         )
+        subsets = subset_table_md(self.subsets())
+        if subsets:
+            lines += ["", subsets]
         return "\n".join(lines)
+
+
+def subset_table_md(subsets: Mapping[str, Mapping[str, Any]]) -> str:
+    """Pooled valid % / optimal % per wait subset as a one-row Markdown table ('' without subsets).
+
+    >>> print(subset_table_md({"wr_025": {"n": 4, "valid": 50.0, "optimal": 25.0}}))
+    | pooled | wr_025 |
+    |---|---|
+    | valid / optimal % (n) | 50.00 / 25.00 (4) |
+    """
+    if not subsets:
+        return ""
+    names = sorted(subsets)
+    cells = [f"{subsets[k]['valid']:.2f} / {subsets[k]['optimal']:.2f} ({subsets[k]['n']})" for k in names]
+    return "\n".join(
+        [
+            "| pooled | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(names),
+            "| valid / optimal % (n) | " + " | ".join(cells) + " |",
+        ]
+    )
 
 
 def score(
