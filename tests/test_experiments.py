@@ -48,11 +48,15 @@ def test_every_experiment_file_validates(path: Path) -> None:
     p = plan(exp)
     assert p["rounds"] == exp.rounds
     scale = path.parent.name
-    if not path.stem.startswith("_") and path.stem != "demo":
+    if not path.stem.startswith("_") and not path.stem.startswith("demo"):
         assert exp.name == f"{scale}-{path.stem}", "name the run after its file: {scale}-{stem}"
     if scale == "gpu":
         assert exp.model == "Qwen/Qwen3-4B" and exp.samples_per_round == 4000 and exp.epochs_per_round == 2
         assert exp.evaluation.benchmark_per_cell is None and exp.training.preset == "gpu"
+    elif exp.model == "policy:tiny":  # the small-policy family: the whole benchmark, a separate engineer
+        assert exp.training.preset == "grpo-small" and exp.warm_start.preset == "sft-small"
+        assert exp.warm_start.seed is not None and exp.warm_start.cache  # one warm-start for all seeds
+        assert exp.engineer.kind != "self"
     else:
         assert exp.model is None and exp.samples_per_round <= 256
         assert exp.evaluation.benchmark_per_cell is not None or exp.evaluation.benchmark_limit is not None
@@ -100,10 +104,16 @@ def test_same_budget_and_seeds_within_a_scale() -> None:
         assert len(keys) == 1, scale
 
 
-def test_demo_file_matches_the_demo_command() -> None:
-    assert load_experiment(ROOT / "experiments" / "cpu" / "demo.yaml") == demo_experiment()
-    assert demo_experiment().engineer.kind == "self" and demo_experiment().rounds == 3
+def test_demo_files_match_the_demo_command() -> None:
+    demo, smollm2 = demo_experiment(), demo_experiment(smollm2=True)
+    assert load_experiment(ROOT / "experiments" / "cpu" / "demo.yaml") == demo
+    assert load_experiment(ROOT / "experiments" / "cpu" / "demo-smollm2.yaml") == smollm2
+    assert demo.model == "policy:tiny" and demo.engineer.kind == "base" and demo.engineer.model == "embedded"
+    assert smollm2.engineer.kind == "self" and smollm2.rounds == 3
     assert DEMO["name"] == "cpu-demo"
+    # The demo is the LLM-engineer arm of the small-policy comparison: it warms the same cached warm-start.
+    arm = load_experiment(ROOT / "experiments" / "cpu" / "policy-main-llm.yaml")
+    assert arm.model_dump(exclude={"name", "description"}) == demo.model_dump(exclude={"name", "description"})
 
 
 def test_context_variants_match_the_engineer() -> None:

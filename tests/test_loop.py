@@ -352,11 +352,13 @@ def test_cpu_time_estimate() -> None:
     from envengineer.loop.experiment import CPU_RATES, demo_experiment
 
     r = CPU_RATES
-    demo = plan(demo_experiment())
+    demo = plan(demo_experiment(smollm2=True))
     # 3 rounds x 2 GRPO steps, 3 x 8 validation + 21 benchmark answers, 2 engineer answers, 3 rounds
     want = 6 * r["grpo_step"] + 45 * r["eval_answer"] + 2 * r["engineer_answer"] + 3 * r["round_overhead"]
     assert demo["cpu_seconds"] == pytest.approx(want)
-    fixed = plan(demo_experiment().model_copy(update={"engineer": EngineerSettings(kind="fixed")}))
+    fixed = plan(
+        demo_experiment(smollm2=True).model_copy(update={"engineer": EngineerSettings(kind="fixed")})
+    )
     assert fixed["cpu_seconds"] == pytest.approx(want - 2 * r["engineer_answer"])
     assert plan(Experiment.model_validate({"name": "m", "model": "/models/qwen3-4b"}))["cpu_seconds"] is None
     gpu = Experiment.model_validate({"name": "g", "training": {"preset": "gpu"}})
@@ -454,10 +456,13 @@ def test_loop_with_real_training_evaluation_and_self_engineer(tmp_path: Path, se
 def test_demo_dry_run(capsys: pytest.CaptureFixture) -> None:
     from envengineer.cli import main
 
+    assert main(["demo", "--smollm2", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu-demo-smollm2" in out and "self, 2 proposal(s)" in out and "21 benchmark instances" in out
+    assert "about 10 min on 2 idle CPU cores" in out
     assert main(["demo", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "cpu-demo" in out and "self, 2 proposal(s)" in out and "21 benchmark instances" in out
-    assert "about 10 min on 2 idle CPU cores" in out
+    assert "policy:tiny" in out and "base, 2 proposal(s)" in out and "3150 benchmark instances" in out
 
 
 def test_warm_start_is_trained_once_and_reused(

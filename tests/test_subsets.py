@@ -17,7 +17,7 @@ import pytest
 
 from envengineer.errors import InstanceFormatError
 from envengineer.evaluation import stratified_subset
-from envengineer.loop.experiment import DEMO, Experiment, load_experiment
+from envengineer.loop.experiment import DEMO, DEMO_SMOLLM2, Experiment, load_experiment
 from envengineer.loop.runner import select_benchmark
 from envengineer.mapf.benchmark import PER_CELL, SUBSETS, cells, draw_subset, load_benchmark
 from envengineer.mapf.generator import counts_for
@@ -76,6 +76,7 @@ def used_subsets() -> list[tuple[str, str, int | None, int | None, dict]]:
     found = []
     exps = [(p, load_experiment(p)) for p in sorted((ROOT / "experiments").rglob("*.yaml"))]
     exps.append((Path("DEMO"), Experiment.model_validate(DEMO)))
+    exps.append((Path("DEMO_SMOLLM2"), Experiment.model_validate(DEMO_SMOLLM2)))
     for path, exp in exps:
         ev, v = exp.evaluation, exp.validation
         if ev.benchmark_per_cell is not None or ev.benchmark_limit is not None:
@@ -94,7 +95,7 @@ USED = used_subsets()
 
 def test_the_files_use_subsets() -> None:
     wheres = {w for w, *_ in USED}
-    assert {"demo.yaml", "_small.yaml", "README.md"} <= wheres
+    assert {"demo-smollm2.yaml", "_small.yaml", "README.md"} <= wheres
     assert any(limit == 63 for *_, limit, _ in USED)
 
 

@@ -35,6 +35,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override a field, e.g. --set rounds=1 --set engineer.kind=fixed (repeatable)",
     )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="one seed of an arm: sets seeds.data, seeds.training and seeds.evaluation (the round-0 "
+        "configuration's seeds.config stays) and names the run NAME-sSEED; compare groups such runs",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
     p.add_argument("--no-report", action="store_true", help="do not write report.md at the end")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -95,14 +102,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "demo",
-        help="the whole loop on a CPU with the embedded model (10 min on 2 idle cores), then the report",
-        description="Three short rounds of the self-engineer loop with the embedded SmolLM2-135M: GRPO, "
-        "validation, the model writing its own next configuration, the benchmark subset, the report.",
+        help="the whole loop on a CPU with a small policy that learns (about 15 min on 2 cores), then the report",
+        description="The small-policy loop: a 0.9M-parameter policy warm-started from scratch on the "
+        "solver's plans, three GRPO rounds, the embedded SmolLM2-135M writing the next rounds' "
+        "configurations from the validation failures, the benchmark, the report. --smollm2 runs the "
+        "SmolLM2 self-engineer demo instead.",
     )
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="run directory (default runs/demo)")
     p.add_argument("--resume", action="store_true", help="continue a stopped demo in --out")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a demo setting")
+    p.add_argument(
+        "--smollm2",
+        action="store_true",
+        help="the SmolLM2-135M self-engineer demo instead (experiments/cpu/demo-smollm2.yaml, ~10 min)",
+    )
     p.set_defaults(func=cmd_demo)
 
 
@@ -114,6 +128,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(Experiment.model_json_schema(), indent=2))
         return 0
     overrides = dict(parse_override(s) for s in args.set)
+    if args.seed is not None:
+        if args.seed < 0:
+            raise ConfigError(f"--seed must be >= 0, got {args.seed}")
+        overrides.update({f"seeds.{k}": args.seed for k in ("data", "training", "evaluation")})
     if args.resume:
         if args.experiment is not None or overrides:
             raise ConfigError(
@@ -147,9 +165,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from envengineer.loop.experiment import DEMO, Experiment, parse_override, set_dotted
+    from envengineer.loop.experiment import DEMO, DEMO_SMOLLM2, Experiment, parse_override, set_dotted
 
-    data = json.loads(json.dumps(DEMO))
+    data = json.loads(json.dumps(DEMO_SMOLLM2 if args.smollm2 else DEMO))
     for s in args.set:
         key, value = parse_override(s)
         set_dotted(data, key, value)
