@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="the whole loop on a CPU with a small policy that learns (about 15 min), then the report",
-        description="The small-policy loop: a 0.9M-parameter policy warm-started from scratch on the "
+        description="The small-policy loop: a 1M-parameter policy warm-started from scratch on the "
         "solver's plans, three GRPO rounds, the embedded SmolLM2-135M writing the next rounds' "
         "configurations from the validation failures, the benchmark, the report. --smollm2 runs the "
         "SmolLM2 self-engineer demo instead.",

@@ -495,7 +495,7 @@ def demo_experiment(*, smollm2: bool = False) -> Experiment:
 #: The demo's settings (kept equal to ``experiments/cpu/demo.yaml`` by a test).
 DEMO: dict[str, Any] = {
     "name": "cpu-demo",
-    "description": "The small-policy loop on a CPU: a 0.9M-parameter policy is warm-started from scratch on "
+    "description": "The small-policy loop on a CPU: a 1M-parameter policy is warm-started from scratch on "
     "the solver's plans, trains for 3 GRPO rounds, and after rounds 0 and 1 the embedded SmolLM2-135M "
     "reads its validation failures and writes the next round's configuration (context V6).",
     "model": "policy:tiny",

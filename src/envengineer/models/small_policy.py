@@ -88,7 +88,7 @@ class PolicySize:
         return self.layers * per_layer + vocab * d + d
 
 
-#: The family: about 0.9M, 5M and 20M parameters.
+#: The family: about 1M, 5M and 21M parameters.
 POLICY_SIZES: dict[str, PolicySize] = {
     "tiny": PolicySize(hidden=128, layers=4, heads=4, intermediate=384),
     "small": PolicySize(hidden=256, layers=6, heads=8, intermediate=768),
