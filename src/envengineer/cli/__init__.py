@@ -23,6 +23,7 @@ _MODULES = (
     "envengineer.cli.eval",
     "envengineer.cli.train",
     "envengineer.cli.loop",
+    "envengineer.cli.integrations",
 )
 
 
