@@ -6,7 +6,8 @@ never depends on this package:
 
 * :mod:`~envengineer.integrations.hf_datasets` — instance sets as ``datasets.Dataset`` / Parquet, and back;
 * :mod:`~envengineer.integrations.verl` — ``compute_score`` and the Parquet layout verl reads;
-* :mod:`~envengineer.integrations.gym_env` — a step-by-step multi-agent environment (Gymnasium, PettingZoo);
+* :mod:`~envengineer.integrations.gym_env` — a step-by-step multi-agent Gymnasium environment;
+* :mod:`~envengineer.integrations.pettingzoo_env` — the same environment for PettingZoo (parallel, AEC);
 * :mod:`~envengineer.integrations.reasoning_gym` — a reasoning-gym procedural dataset;
 * :mod:`~envengineer.integrations.trackers` — ``report_to`` for TRL and per-round loop metrics.
 
