@@ -28,6 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override a field, e.g. --set rounds=1 --set engineer.kind=fixed (repeatable)",
     )
+    p.add_argument(
+        "--report-to",
+        metavar="TRACKERS",
+        help="trackers for TRL's logs and the loop's metrics, e.g. tensorboard or tensorboard,wandb "
+        "(sets training.report_to; docs/integrations.md)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
     p.add_argument("--no-report", action="store_true", help="do not write report.md at the end")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -78,6 +84,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(Experiment.model_json_schema(), indent=2))
         return 0
     overrides = dict(parse_override(s) for s in args.set)
+    if args.report_to is not None:
+        overrides["training.report_to"] = args.report_to
     if args.resume:
         if args.experiment is not None or overrides:
             raise ConfigError(
