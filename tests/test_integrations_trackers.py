@@ -163,6 +163,8 @@ def test_cli_run_report_to_and_bad_names(tmp_path, sets, capsys):
     assert "report_to:\n  - tensorboard" in (run / "experiment.yaml").read_text()
     assert len(_events(run / "tensorboard").Scalars("validation/optimal")) == 2
     capsys.readouterr()
+    assert main(["run", str(f), "--report-to", "tensorboard,wandb", "--dry-run"]) == 0
+    assert "trackers:    tensorboard, wandb" in capsys.readouterr().out
     assert main(["run", str(f), "--report-to", "tensorbored", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "unknown tracker 'tensorbored'" in err and err.count("\n") == 1

@@ -187,6 +187,9 @@ def _print_plan(exp: object, out: Path) -> None:
             else "GRPO steps unknown (training preset not readable)"
         )
     )
+    trackers = getattr(getattr(exp, "training", None), "report_to", None)
+    if trackers:
+        print(f"  trackers:    {', '.join(trackers)} (TRL's logs; TensorBoard also gets the loop's metrics)")
     if p["warm_start"]:
         w = p["warm_start"]
         print(f"  warm start:  {w['instances']} instances, {w['steps']} SFT steps ({w['preset']})")
