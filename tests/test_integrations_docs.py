@@ -1,6 +1,6 @@
 """Every code block of docs/integrations.md runs: python blocks are executed, `envengineer` lines of bash
 blocks go through the command line, yaml blocks validate as experiment fields; `sh` blocks need software we
-do not install and are skipped."""
+do not install or install by hand, and are skipped."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import yaml
 from envengineer.cli import main
 from envengineer.loop.experiment import Experiment
 
-for _lib in ("datasets", "gymnasium", "pettingzoo", "reasoning_gym", "tensorboard"):
+for _lib in ("datasets", "gymnasium", "pettingzoo", "reasoning_gym", "tensorboard", "verifiers.v1"):
     pytest.importorskip(_lib)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,9 +28,10 @@ def blocks() -> list[tuple[str, str]]:
 
 def test_the_page_has_a_snippet_per_integration():
     langs = [lang for lang, _ in blocks()]
-    assert langs.count("python") >= 6 and "bash" in langs and "yaml" in langs
+    assert langs.count("python") >= 7 and "bash" in langs and "yaml" in langs
     text = DOC.read_text(encoding="utf-8")
-    for module in ("hf_datasets", "verl", "gym_env", "pettingzoo_env", "reasoning_gym", "trackers"):
+    modules = ("hf_datasets", "verl", "gym_env", "pettingzoo_env", "reasoning_gym", "verifiers_env")
+    for module in (*modules, "trackers"):
         assert f"envengineer.integrations.{module}" in text
 
 
@@ -54,4 +55,4 @@ def test_every_snippet_runs_in_order(tmp_path, monkeypatch, capsys):
         else:
             continue
         ran += 1
-    assert ran >= 9
+    assert ran >= 10

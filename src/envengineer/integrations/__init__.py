@@ -9,6 +9,7 @@ never depends on this package:
 * :mod:`~envengineer.integrations.gym_env` — a step-by-step multi-agent Gymnasium environment;
 * :mod:`~envengineer.integrations.pettingzoo_env` — the same environment for PettingZoo (parallel, AEC);
 * :mod:`~envengineer.integrations.reasoning_gym` — a reasoning-gym procedural dataset;
+* :mod:`~envengineer.integrations.verifiers_env` — a verifiers taskset (package ``mapf_frozenlake``);
 * :mod:`~envengineer.integrations.trackers` — ``report_to`` for TRL and per-round loop metrics.
 
 The libraries come with the ``integrations`` extra: ``pip install -e '.[integrations]'``.
