@@ -107,6 +107,12 @@ def test_cli_export_benchmark_verl_config_and_file(tmp_path, capsys):
     v = datasets.Dataset.from_parquet(str(tmp_path / "v.parquet"))
     assert len(v) == 3150 and v[0]["extra_info"]["split"] == "test"
 
+    assert main(["export", "validation", "--no-system", "-o", str(tmp_path / "val.parquet")]) == 0
+    val = hfd.instances_from_dataset(tmp_path / "val.parquet")
+    assert len(val) == 252 and not {i.board_hash() for i in val} & {i.board_hash() for i in benchmark()}
+    val_ds = datasets.Dataset.from_parquet(str(tmp_path / "val.parquet"))
+    assert set(val_ds["split"]) == {"validation"} and val_ds[0]["prompt"][0]["role"] == "user"
+
     cfg = tmp_path / "round.yaml"
     cfg.write_text(
         "num_agents: 2\nnum_samples: 6\nsizes:\n  3: {data_ratio: 1, hole_ratio: 0.2, wait_ratio: 0.5}"
