@@ -56,6 +56,22 @@ def test_score_answer_shapes_and_model_text_never_raises():
         data[2]
 
 
+def test_curriculum_ladders_reach_the_dataset():
+    from reasoning_gym.factory import create_curriculum
+
+    curriculum = create_curriculum(rg.DATASET_NAME)
+    assert set(curriculum.attributes) == {"size", "hole_ratio", "wait_ratio"}
+    low = curriculum.generate_configuration({"seed": 1, "size": 4})
+    assert (low.min_size, low.max_size, low.max_hole_ratio, low.wait_ratio) == (3, 4, 0.0, 0.0)
+    for attr in ("size", "size", "hole_ratio", "wait_ratio"):
+        assert curriculum.increment_attr_level(attr)
+    high = curriculum.generate_configuration({"seed": 1, "size": 4})
+    assert (high.max_size, high.max_hole_ratio, high.wait_ratio) == (6, 0.1, 0.25)
+    data = rg.MapfFrozenLakeDataset(high)
+    sizes = {Instance.from_dict(x["metadata"]["instance"]).size for x in data}
+    assert sizes <= set(range(3, 7))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [

@@ -19,6 +19,9 @@ reasoning-gym's own tooling draws items by name::
 the whole response, validates it with the testbed's validator and returns the reward of
 ``reward_shape`` (``sparse`` by default: 1.0 optimal, 0.5 valid, else 0).
 
+:class:`MapfFrozenLakeCurriculum` (registered with the task) has difficulty ladders over the testbed's
+three knobs: grid size, hole ratio and wait ratio.
+
 With ``source="benchmark"`` the items are the packaged benchmark's 3,150 instances in file order, so
 reasoning-gym evaluations report on the same boards as ``envengineer score``.
 """
@@ -30,12 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from reasoning_gym.coaching import BaseCurriculum, RangeAttributeDefinition, ScalarAttributeDefinition
 from reasoning_gym.factory import DATASETS, ProceduralDataset, register_dataset
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.instance import Instance
 
-__all__ = ["DATASET_NAME", "MapfFrozenLakeConfig", "MapfFrozenLakeDataset"]
+__all__ = ["DATASET_NAME", "MapfFrozenLakeConfig", "MapfFrozenLakeCurriculum", "MapfFrozenLakeDataset"]
 
 DATASET_NAME = "mapf_frozenlake"
 _STREAM = 0x7267  # the seed-tuple stream of reasoning-gym items, apart from every other generator stream
@@ -184,5 +188,41 @@ class MapfFrozenLakeDataset(ProceduralDataset):
         return make_reward(self.config.reward_shape)([text], instance=[instance])[0]  # type: ignore[arg-type]
 
 
+class MapfFrozenLakeCurriculum(BaseCurriculum):
+    """Difficulty ladders over the testbed's three knobs (SPEC §3), for reasoning-gym's curricula.
+
+    * ``size`` — the grid side range, levels 3..10 (``min_size`` / ``max_size``, an interval);
+    * ``hole_ratio`` — the largest hole ratio, levels 0, 0.1, ..., 0.5 (``max_hole_ratio``);
+    * ``wait_ratio`` — the share of items that need a wait, levels 0, 0.25, ..., 1 (``wait_ratio``).
+
+    Agent counts are left to the dataset's defaults (``min_agents`` / ``max_agents``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(MapfFrozenLakeCurriculum.__name__, MapfFrozenLakeConfig)
+        self._define_attributes(
+            RangeAttributeDefinition(
+                name="size",
+                levels=list(range(3, 11)),
+                description="Grid side n of an n x n board",
+                lower_field_name="min_size",
+                upper_field_name="max_size",
+                ensure_interval=True,
+            ),
+            ScalarAttributeDefinition(
+                name="hole_ratio",
+                levels=[0.0, 0.1, 0.2, 0.3, 0.4, 0.5],
+                description="Largest share of holes",
+                field_name="max_hole_ratio",
+            ),
+            ScalarAttributeDefinition(
+                name="wait_ratio",
+                levels=[0.0, 0.25, 0.5, 0.75, 1.0],
+                description="Share of items whose optimum needs a wait or a detour",
+                field_name="wait_ratio",
+            ),
+        )
+
+
 if DATASET_NAME not in DATASETS:
-    register_dataset(DATASET_NAME, MapfFrozenLakeDataset, MapfFrozenLakeConfig)
+    register_dataset(DATASET_NAME, MapfFrozenLakeDataset, MapfFrozenLakeConfig, MapfFrozenLakeCurriculum)
