@@ -6,7 +6,9 @@ Responses come from `envengineer play benchmark --policy P` and the expected tab
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from functools import cache, lru_cache
@@ -21,6 +23,7 @@ from envengineer.mapf.scoring import ScoreReport
 
 POLICIES = ("optimal", "greedy", "random")
 _DIR = Path(tempfile.mkdtemp(prefix="envengineer-figures-"))
+atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
 
 
 @lru_cache(maxsize=1)
