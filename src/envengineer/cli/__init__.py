@@ -28,6 +28,7 @@ _MODULES = (
     "envengineer.cli.train",
     "envengineer.cli.policy",
     "envengineer.cli.loop",
+    "envengineer.cli.integrations",
 )
 
 

@@ -42,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="one seed of an arm: sets seeds.data, seeds.training and seeds.evaluation (the round-0 "
         "configuration's seeds.config stays) and names the run NAME-sSEED; compare groups such runs",
     )
+    p.add_argument(
+        "--report-to",
+        metavar="TRACKERS",
+        help="trackers for TRL's logs and the loop's metrics, e.g. tensorboard or tensorboard,wandb "
+        "(sets training.report_to; docs/integrations.md)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
     p.add_argument("--no-report", action="store_true", help="do not write report.md at the end")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -132,6 +138,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.seed < 0:
             raise ConfigError(f"--seed must be >= 0, got {args.seed}")
         overrides.update({f"seeds.{k}": args.seed for k in ("data", "training", "evaluation")})
+    if args.report_to is not None:
+        overrides["training.report_to"] = args.report_to
     if args.resume:
         if args.experiment is not None or overrides:
             raise ConfigError(
@@ -352,6 +360,9 @@ def _print_plan(exp: object, out: Path) -> None:
         print("  training:    none")
     else:
         _print_training(p, steps)
+    trackers = getattr(getattr(exp, "training", None), "report_to", None)
+    if trackers:
+        print(f"  trackers:    {', '.join(trackers)} (TRL's logs; TensorBoard also gets the loop's metrics)")
     if p["warm_start"]:
         w = p["warm_start"]
         print(f"  warm start:  {w['instances']} instances, {w['steps']} SFT steps ({w['preset']})")

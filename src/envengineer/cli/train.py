@@ -82,6 +82,11 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--data-seed", type=int, default=None, help="seed of the instance generator (default: --seed)"
     )
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    p.add_argument(
+        "--report-to",
+        metavar="TRACKERS",
+        help="TRL's trackers, e.g. tensorboard or tensorboard,wandb (overrides the preset's report_to)",
+    )
     p.add_argument("--out", type=Path, required=True, help="output folder")
 
 
@@ -98,6 +103,7 @@ def _preset_source(given: str | None, kind: str) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from envengineer.integrations.trackers import preset_with_report_to
     from envengineer.mapf.config import RoundConfig
     from envengineer.training.grpo import require_train_deps, train_round_from_config
 
@@ -109,7 +115,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         out_dir=args.out,
         seed=args.seed,
         data_seed=args.data_seed,
-        preset=_preset_source(args.grpo, "grpo"),
+        preset=preset_with_report_to(_preset_source(args.grpo, "grpo"), args.report_to, "grpo"),
         epochs=args.epochs,
         reward_shape=args.reward_shape,
         max_steps=args.max_steps,
@@ -119,6 +125,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    from envengineer.integrations.trackers import preset_with_report_to
     from envengineer.mapf.config import RoundConfig
     from envengineer.training.grpo import require_train_deps
     from envengineer.training.sft import sft_from_config
@@ -131,7 +138,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
         out_dir=args.out,
         seed=args.seed,
         data_seed=args.data_seed,
-        preset=_preset_source(args.preset, "sft"),
+        preset=preset_with_report_to(_preset_source(args.preset, "sft"), args.report_to, "sft"),
         epochs=args.epochs,
         max_steps=args.max_steps,
     )

@@ -260,6 +260,18 @@ class TrainingSettings(_Model):
     max_steps: int | None = Field(
         default=None, ge=1, description="Cap on GRPO optimiser steps per round (None: the epochs decide)."
     )
+    report_to: list[str] | None = Field(
+        default=None,
+        description="Trackers for TRL's training logs and the loop's per-round metrics: tensorboard, wandb, "
+        "trackio, mlflow, all or none (offline by default; docs/integrations.md). None: the preset's.",
+    )
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _trackers(cls, v: Any) -> list[str] | None:
+        from envengineer.integrations.trackers import normalize_report_to
+
+        return normalize_report_to(v)
 
 
 class WarmStartSettings(_Model):

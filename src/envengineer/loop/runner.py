@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from envengineer.errors import ConfigError
+from envengineer.integrations.trackers import log_round, preset_with_report_to
 from envengineer.loop.experiment import Experiment, preflight
 from envengineer.loop.integrity import Verifier, check_experiment
 from envengineer.loop.report import benchmark_table_md
@@ -526,7 +527,7 @@ class LoopRunner:
                 self.exp.model,
                 instances,
                 out_dir=d,
-                preset=ws.preset,
+                preset=preset_with_report_to(ws.preset, self.exp.training.report_to, "sft"),
                 seed=round_seed(train_seed, "warm_start", 0),
                 max_steps=ws.max_steps,
             )
@@ -754,7 +755,7 @@ class LoopRunner:
             state.model_in,
             self._instances(r),
             out_dir=d,
-            preset=exp.training.preset,
+            preset=preset_with_report_to(exp.training.preset, exp.training.report_to),
             epochs=exp.epochs_per_round,
             seed=seed,
             max_steps=exp.training.max_steps,
@@ -792,6 +793,7 @@ class LoopRunner:
         )
         scores = _write_scores(d / "scores.json", report)
         state.validation = scores
+        log_round(self.exp.training.report_to, self.rd.root, r, scores, state.config, state.rationale)
         return {"scores": d / "scores.json", "responses": d / "responses.jsonl"}, dict(
             scores.get("summary", {})
         )

@@ -1,0 +1,44 @@
+"""Integration commands: export an instance set for other trainers (datasets / Parquet, verl)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="write an instance set as a Hugging Face dataset / Parquet (or verl's layout)",
+        description="Export an instance set with chat-message prompts, the instance, its optima and a split "
+        "column: as a Parquet file (OUT ending in .parquet) or a datasets.save_to_disk folder (any other "
+        "OUT). --format verl writes the columns verl's reward manager reads (docs/integrations.md).",
+    )
+    p.add_argument(
+        "source",
+        help="'benchmark', 'validation', a round configuration (.yaml/.yml/.json) "
+        "or an instance file (.jsonl)",
+    )
+    p.add_argument("-o", "--output", type=Path, required=True, help="OUT.parquet or a new folder")
+    p.add_argument("--format", choices=("hf", "verl"), default="hf", help="column layout (default hf)")
+    p.add_argument("--split", default=None, help="value of the split column (default: from the source)")
+    p.add_argument("--seed", type=int, default=0, help="data seed of a round configuration (default 0)")
+    p.add_argument("--no-system", action="store_true", help="prompts without the system message")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from envengineer.integrations import hf_datasets, verl
+
+    t0 = time.perf_counter()
+    instances, split = hf_datasets.resolve_instances(args.source, seed=args.seed)
+    split = args.split or split
+    build = verl.to_verl_dataset if args.format == "verl" else hf_datasets.to_dataset
+    dataset = build(instances, split=split, system=not args.no_system)
+    hf_datasets.write_dataset(dataset, args.output)
+    print(
+        f"wrote {len(instances)} instances ({args.format} layout, split {split!r}) to {args.output} "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
+    return 0

@@ -1,0 +1,212 @@
+"""Instance sets as Hugging Face ``datasets`` / Parquet, and back again without loss.
+
+One row per instance:
+
+========================  ==============================================================================
+column                    content
+========================  ==============================================================================
+``id``                    the instance id
+``prompt``                the chat messages a model sees (``build_messages``: system + user)
+``instance``              ``Instance.to_json()``: the whole instance; what the reward functions read
+``num_agents``, ``size``  the board's shape
+``hole_ratio``            share of holes of the grid
+``optimal_soc``           exact optimal sum of costs
+``optimal_makespan``      exact optimal makespan
+``shortest_sum``          sum of the agents' individual shortest-path lengths
+``needs_wait``            whether the optimum needs a wait or a detour
+``split``                 ``train``, ``validation``, ``benchmark`` or a name of your choice
+========================  ==============================================================================
+
+The ``instance`` column is the source of truth: :func:`instances_from_dataset` rebuilds each
+:class:`~envengineer.mapf.instance.Instance` from it alone, equal to the original (seed tuple and extra keys
+such as the benchmark's ``subset`` included). The other columns are there to filter and group on.
+
+Because the dataset has TRL's conversational ``prompt`` column and the ``instance`` column, it trains
+as it is with ``trl.GRPOTrainer(reward_funcs=envengineer.mapf.rewards.mapf_reward, ...)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from envengineer.errors import InstanceFormatError
+from envengineer.integrations import require
+from envengineer.mapf.instance import Instance
+
+__all__ = [
+    "COLUMNS",
+    "instances_from_dataset",
+    "load_dataset_file",
+    "resolve_instances",
+    "rows",
+    "to_dataset",
+    "write_dataset",
+]
+
+log = logging.getLogger(__name__)
+
+#: The columns of an exported dataset, in order.
+COLUMNS: tuple[str, ...] = (
+    "id", "prompt", "instance", "num_agents", "size", "hole_ratio",
+    "optimal_soc", "optimal_makespan", "shortest_sum", "needs_wait", "split",
+)  # fmt: skip
+
+
+def check_solved(instances: Sequence[Instance], where: str = "the instance set") -> None:
+    """Raise when the set is empty or an instance carries no optima (scoring needs them)."""
+    if not instances:
+        raise InstanceFormatError(f"{where} holds no instances; nothing to export")
+    unsolved = [inst.id for inst in instances if not inst.solved]
+    if unsolved:
+        raise InstanceFormatError(
+            f"{where}: {len(unsolved)} instance(s) carry no optima (first: {unsolved[0]!r}); "
+            "run `envengineer solve FILE -o SOLVED.jsonl` first"
+        )
+
+
+def rows(instances: Sequence[Instance], *, split: str, system: bool = True) -> list[dict[str, Any]]:
+    """The dataset rows as plain dicts (no ``datasets`` needed).
+
+    Args:
+        instances: Solved instances.
+        split: The value of the ``split`` column.
+        system: Whether the prompt starts with the testbed's system message.
+
+    >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
+    >>> r = rows([inst], split="custom")[0]
+    >>> r["optimal_soc"], r["split"], r["prompt"][-1]["role"]
+    (2, 'custom', 'user')
+    """
+    from envengineer.mapf.prompt import build_messages
+
+    check_solved(instances)
+    return [
+        {
+            "id": inst.id,
+            "prompt": build_messages(inst, system=system),
+            "instance": inst.to_json(),
+            "num_agents": inst.num_agents,
+            "size": inst.size,
+            "hole_ratio": round(inst.hole_ratio, 6),
+            "optimal_soc": inst.optimal_soc,
+            "optimal_makespan": inst.optimal_makespan,
+            "shortest_sum": inst.shortest_sum,
+            "needs_wait": inst.needs_wait,
+            "split": split,
+        }
+        for inst in instances
+    ]
+
+
+def to_dataset(instances: Sequence[Instance], *, split: str, system: bool = True) -> Any:
+    """A ``datasets.Dataset`` with the columns of :data:`COLUMNS`.
+
+    Args:
+        instances: Solved instances.
+        split: The value of the ``split`` column (also the dataset's split name).
+        system: Whether the prompt starts with the testbed's system message.
+    """
+    datasets = require("datasets", purpose="exporting a dataset")
+    return datasets.Dataset.from_list(rows(instances, split=split, system=system), split=split)
+
+
+def write_dataset(dataset: Any, path: str | Path) -> Path:
+    """Write a dataset as one Parquet file (``*.parquet``) or a ``save_to_disk`` folder (any other name)."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        dataset.to_parquet(str(path))
+    else:
+        if path.is_file() or (path.is_dir() and any(path.iterdir())):
+            raise InstanceFormatError(f"{path} already exists; choose a new folder or a *.parquet file name")
+        dataset.save_to_disk(str(path))
+    return path
+
+
+def load_dataset_file(path: str | Path) -> Any:
+    """Read what :func:`write_dataset` wrote (a Parquet file or a ``save_to_disk`` folder)."""
+    datasets = require("datasets", purpose="reading a dataset")
+    path = Path(path)
+    if not path.exists():
+        raise InstanceFormatError(f"{path}: no such file or folder")
+    if path.is_dir():
+        return datasets.load_from_disk(str(path))
+    return datasets.Dataset.from_parquet(str(path))
+
+
+def instances_from_dataset(data: Any, *, column: str = "instance") -> list[Instance]:
+    """Rebuild the instances from an exported dataset (``datasets.Dataset``, path, or iterable of rows).
+
+    Args:
+        data: A ``datasets.Dataset``, a path :func:`load_dataset_file` reads, or rows (mappings).
+        column: The column holding ``Instance.to_json()`` (``instance``; verl files: ``extra_info``'s).
+
+    Raises:
+        InstanceFormatError: The column is missing or a value is not an instance.
+    """
+    if isinstance(data, (str, Path)):
+        data = load_dataset_file(data)
+    names = getattr(data, "column_names", None)
+    if names is not None and column not in names:
+        raise InstanceFormatError(
+            f"the dataset has no {column!r} column (columns: {', '.join(names)}); "
+            "export it with `envengineer export`"
+        )
+    values: Iterable[Any] = data[column] if names is not None else (_get(row, column) for row in data)
+    out = []
+    for i, value in enumerate(values):
+        where = f"row {i} of the dataset"
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise InstanceFormatError(f"{where}: {column!r} is not JSON ({exc.msg})") from None
+        out.append(Instance.from_dict(value, where=where))
+    return out
+
+
+def _get(row: Any, column: str) -> Any:
+    if not isinstance(row, Mapping) or column not in row:
+        raise InstanceFormatError(f"a row has no {column!r} field; export the set with `envengineer export`")
+    return row[column]
+
+
+def resolve_instances(source: str, *, seed: int = 0) -> tuple[list[Instance], str]:
+    """The instance set a name or path stands for, and its default split name.
+
+    Args:
+        source: ``benchmark`` (the packaged 3,150), ``validation`` (the default validation set), a round
+            configuration (``*.yaml``, ``*.yml``, ``*.json``: its instances are generated with ``seed``,
+            sharing no board with the benchmark) or an instance file (``*.jsonl``, ``*.jsonl.gz``).
+        seed: The data seed of a round configuration.
+
+    Returns:
+        ``(instances, split)`` with ``split`` ``benchmark``, ``validation``, ``train`` or ``custom``.
+    """
+    from envengineer.mapf import benchmark as bm
+
+    if source == "benchmark":
+        return bm.load_benchmark(), "benchmark"
+    if source == "validation":
+        return bm.build_validation_set(), "validation"
+    path = Path(source)
+    name = path.name.lower()
+    if name.endswith((".yaml", ".yml", ".json")):
+        from envengineer.mapf.config import RoundConfig
+        from envengineer.mapf.generator import generate_round
+
+        config = RoundConfig.load(path)
+        exclude = frozenset(inst.board_hash() for inst in bm.load_benchmark())
+        return generate_round(config, seed, split="train", exclude=exclude), "train"
+    if name.endswith((".jsonl", ".jsonl.gz")):
+        from envengineer.mapf.instance import load_instances
+
+        return load_instances(path), "custom"
+    raise InstanceFormatError(
+        f"{source!r} is no instance set: give 'benchmark', 'validation', a round configuration "
+        "(.yaml/.yml/.json) or an instance file (.jsonl/.jsonl.gz)"
+    )
