@@ -198,6 +198,25 @@ def test_fixed_engineer_reproduces_round0(tmp_path: Path, sets: dict[str, Path])
     assert ids[0] != ids[1]
 
 
+def test_start_validation_is_the_learning_curves_first_point(tmp_path: Path, sets: dict[str, Path]) -> None:
+    from envengineer.loop.report import load_run, write_report
+
+    exp = make_experiment(sets, rounds=1, validation={"start": True})
+    run = prepare(tmp_path / "run", sets)
+    run_experiment(exp, run)
+    done = RunDir(run).done()
+    assert (None, "start_validation") in done
+    start = read_json(run / "start" / "validation" / "scores.json")
+    assert start["summary"]["n"] == len(load_instances(run / "validation_set.jsonl"))
+    assert load_run(run).start_validation == start
+    report = write_report(run).read_text(encoding="utf-8")
+    assert "| start (model before round 0) |" in report
+    # resume does not repeat it
+    entries = len(read_jsonl(run / "ledger.jsonl"))
+    run_experiment(None, run, resume=True)
+    assert len(read_jsonl(run / "ledger.jsonl")) == entries
+
+
 def test_random_and_threshold_engineers_run(tmp_path: Path, sets: dict[str, Path]) -> None:
     for kind in ("random", "threshold"):
         exp = make_experiment(sets, name=f"t-{kind}", rounds=2, engineer={"kind": kind})
@@ -364,6 +383,24 @@ def test_cpu_time_estimate() -> None:
     gpu = Experiment.model_validate({"name": "g", "training": {"preset": "gpu"}})
     assert plan(gpu)["cpu_seconds"] is None
     assert plan(Experiment.model_validate({"name": "s", "policy": "scripted:greedy"}))["cpu_seconds"] == 0
+
+
+def test_cpu_time_estimate_of_the_small_policy_demo() -> None:
+    from envengineer.loop.experiment import SMALL_POLICY_CPU_RATES, demo_experiment
+
+    r = SMALL_POLICY_CPU_RATES
+    p = plan(demo_experiment())
+    # 1,500 SFT steps, 3 x 50 GRPO steps, 3 x 72 validation + 3,150 benchmark answers, 2 engineer answers
+    want = (
+        1500 * r["sft_step"]
+        + 150 * r["grpo_step"]
+        + (3 * 72 + 3150) * r["eval_answer"]
+        + 2 * r["engineer_answer"]
+        + 3 * r["round_overhead"]
+    )
+    assert p["cpu_seconds"] == pytest.approx(want)
+    other = demo_experiment().model_copy(update={"model": "policy:small"})
+    assert plan(other)["cpu_seconds"] is None  # no rate was measured for it
 
 
 def test_select_benchmark_and_seeds() -> None:

@@ -379,12 +379,14 @@ def _print_plan(exp: object, out: Path) -> None:
         f"{p['max_new_tokens']} per response)"
     )
     if p["cpu_seconds"] is None:
-        print("  time:        no estimate (rates are measured for the embedded model and CPU presets only)")
+        print(
+            "  time:        no estimate (rates are measured for the embedded model and policy:tiny with "
+            "their CPU presets only)"
+        )
     else:
         minutes = p["cpu_seconds"] / 60
         print(
-            f"  time:        about {minutes:.0f} min on 2 idle CPU cores (rates measured for the embedded "
-            "model; docs/benchmarks.md)"
+            f"  time:        about {minutes:.0f} min on 2 idle CPU cores (measured rates; docs/benchmarks.md)"
         )
 
 

@@ -195,6 +195,11 @@ class ValidationSettings(_Model):
     max_size: int = Field(
         default=10, ge=3, le=32, description="Largest map size of the validation set (the benchmark's: 10)."
     )
+    start: bool = Field(
+        default=False,
+        description="Also validate the starting model (after the warm-start) before round 0: the "
+        "learning curve's first point, against which the rounds' gains are read.",
+    )
     min_size: int | None = Field(
         default=None,
         ge=2,
@@ -512,10 +517,10 @@ DEMO: dict[str, Any] = {
     "reads its validation failures and writes the next round's configuration (context V6).",
     "model": "policy:tiny",
     "rounds": 3,
-    "samples_per_round": 160,
+    "samples_per_round": 400,
     "epochs_per_round": 1,
     "num_agents": 2,
-    "training": {"preset": "grpo-small", "max_steps": 20},
+    "training": {"preset": "grpo-small", "max_steps": 50},
     "warm_start": {
         "enabled": True,
         "preset": "sft-small",
@@ -527,7 +532,7 @@ DEMO: dict[str, Any] = {
         "seed": 0,
         "cache": True,
     },
-    "validation": {"per_cell": 4, "seed": 1, "agents": [2], "min_size": 3, "max_size": 8},
+    "validation": {"per_cell": 4, "seed": 1, "agents": [2], "min_size": 3, "max_size": 8, "start": True},
     "evaluation": {"backend": "hf", "batch_size": 64, "max_new_tokens": 160, "temperature": 0.0},
     "engineer": {"kind": "base", "model": "embedded", "context": "V6", "retries": 2, "max_new_tokens": 512},
     "seeds": {"config": 0, "data": 0, "training": 0, "evaluation": 0},
@@ -685,23 +690,45 @@ CPU_RATES: dict[str, float] = {
     "round_overhead": 20.0,
 }
 
+#: The same for the tiny small policy (``policy:tiny``) with ``grpo-small`` (8 x 8 completions per step) and
+#: ``sft-small`` (batch 32), evaluation in batches of 64; the engineer is the embedded SmolLM2-135M.
+SMALL_POLICY_CPU_RATES: dict[str, float] = {
+    "grpo_step": 1.2,
+    "sft_step": 0.25,
+    "eval_answer": 0.02,
+    "engineer_answer": 30.0,
+    "round_overhead": 5.0,
+}
+
+#: (model, GRPO preset, SFT preset) -> the rates measured for them.
+_MEASURED: dict[tuple[str | None, str, str], dict[str, float]] = {
+    (None, "cpu", "sft-cpu"): CPU_RATES,
+    ("policy:tiny", "grpo-small", "sft-small"): SMALL_POLICY_CPU_RATES,
+}
+
 
 def cpu_seconds_estimate(exp: Experiment, counts: dict[str, Any]) -> float | None:
-    """Rough wall-clock seconds of a run on 2 idle CPU cores, from :data:`CPU_RATES` and the plan's counts.
+    """Rough wall-clock seconds of a run on 2 idle CPU cores, from measured rates and the plan's counts.
 
-    Only for what the rates were measured on: the embedded model with the ``cpu`` and ``sft-cpu`` presets (a
-    scripted policy costs seconds). ``None`` otherwise: other models, GPU presets, and an ``openai``
-    engineer's remote answers have no measured rate here.
+    Only for what the rates were measured on (:data:`CPU_RATES`: the embedded model with the ``cpu`` and
+    ``sft-cpu`` presets; :data:`SMALL_POLICY_CPU_RATES`: ``policy:tiny`` with ``grpo-small`` and
+    ``sft-small``); a scripted policy costs seconds. ``None`` otherwise: other models, GPU presets, and an
+    ``openai`` engineer's remote answers have no measured rate here.
     """
     if exp.scripted:
         return 0.0
-    if exp.model is not None or exp.engineer.kind == "openai":
+    if exp.engineer.kind == "openai":
         return None
-    if (exp.trains and exp.training.preset != "cpu") or (
-        counts["warm_start"] and exp.warm_start.preset != "sft-cpu"
-    ):
+    rates = [
+        r
+        for (model, grpo, sft), r in _MEASURED.items()
+        if exp.model == model
+        and (not exp.trains or exp.training.preset == grpo)
+        and (not counts["warm_start"] or exp.warm_start.preset == sft)
+    ]
+    if not rates:
         return None
-    r = CPU_RATES
+    r = rates[0]
     seconds = counts["grpo_steps"] * r["grpo_step"] + counts["eval_responses"] * r["eval_answer"]
     if exp.trains:
         seconds += exp.rounds * r["round_overhead"]

@@ -178,11 +178,13 @@ class Verifier:
 
 
 def _order(entry: LedgerEntry) -> tuple[int, int]:
-    """Where a stage runs: the warm-start first, then each round's stages in order, the benchmark last."""
+    """Where a stage runs: the warm-start and the starting model's validation first, then each round's
+    stages in order, the benchmark last."""
     from envengineer.loop.rundir import ROUND_STAGES
 
     if entry.round is None:
-        return (-1, 0) if entry.stage == "warm_start" else (1 << 30, 0)
+        first = {"warm_start": (-1, 0), "start_validation": (-1, 1)}
+        return first.get(entry.stage, (1 << 30, 0))
     index = ROUND_STAGES.index(entry.stage) if entry.stage in ROUND_STAGES else len(ROUND_STAGES)
     return (entry.round, index)
 

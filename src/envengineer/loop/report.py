@@ -56,6 +56,7 @@ class RunRecord:
     experiment: dict[str, Any]
     rounds: list[RoundRecord] = field(default_factory=list)
     benchmark: dict[str, Any] | None = None
+    start_validation: dict[str, Any] | None = None  # the starting model's validation (``validation.start``)
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -101,6 +102,8 @@ def load_run(run_dir: str | Path) -> RunRecord:
             run.rounds.append(rec)
     if (None, "benchmark") in done:
         run.benchmark = _maybe_json(rd.benchmark_dir / "scores.json")
+    if (None, "start_validation") in done:
+        run.start_validation = _maybe_json(rd.root / "start" / "validation" / "scores.json")
     run.seconds = {
         "warm_start": done[(None, "warm_start")].seconds if (None, "warm_start") in done else 0.0,
         "rounds": sum(e.seconds for (r, _), e in done.items() if r is not None),
@@ -337,6 +340,8 @@ def fig_failures(run: RunRecord, path: Path) -> Path | None:
 
 def fig_learning(run: RunRecord, path: Path) -> Path | None:
     rounds = [r for r in run.rounds if r.validation]
+    if run.start_validation:  # the starting model, drawn at round -1
+        rounds = [RoundRecord(index=-1, validation=run.start_validation), *rounds]
     rewards = train_rewards(run)
     if not rounds and not rewards:
         return None
@@ -368,7 +373,7 @@ def fig_learning(run: RunRecord, path: Path) -> Path | None:
     if run.benchmark:
         values += [run.benchmark["summary"]["valid"], run.benchmark["summary"]["optimal"]]
     ax.set_ylim(0, min(100.0, max(10.0, 1.2 * max(values, default=0.0))))
-    ax.set_xlabel("round")
+    ax.set_xlabel("round (-1: the starting model)" if run.start_validation else "round")
     ax.set_ylabel("validation (%)")
     ax.set_xticks(xs or [0])
     ax.grid(alpha=0.3)
@@ -450,6 +455,13 @@ def render_markdown(run: RunRecord, figures: dict[str, Path | None]) -> str:
             "tokens / answer |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
+        if run.start_validation:
+            start = run.start_validation.get("summary", {})
+            lines.append(
+                f"| start (model before round 0) | | | | | | {_num(parsed_share(run.start_validation))} | "
+                f"{_num(start.get('valid'))} | {_num(start.get('optimal'))} | "
+                f"{_num(start.get('mean_tokens'), 1)} |"
+            )
         for r in run.rounds:
             proj = r.projection or {}
             train = r.train or {}

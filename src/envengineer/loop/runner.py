@@ -318,9 +318,15 @@ def round_seed(base: int, purpose: str, r: int) -> int:
     >>> round_seed(0, "data", 1) != round_seed(0, "data", 0) != round_seed(0, "training", 0)
     True
     """
-    code = {"data": 1, "training": 2, "validation": 3, "benchmark": 4, "engineer": 5, "warm_start": 6}[
-        purpose
-    ]
+    code = {
+        "data": 1,
+        "training": 2,
+        "validation": 3,
+        "benchmark": 4,
+        "engineer": 5,
+        "warm_start": 6,
+        "start_validation": 7,
+    }[purpose]
     return int(np.random.SeedSequence((base, code, r)).generate_state(1)[0] >> 1)
 
 
@@ -428,7 +434,8 @@ class LoopRunner:
         exp = self.exp
         done = self.rd.done()
         warm = exp.warm_start.enabled and not exp.scripted
-        total = exp.rounds * len(ROUND_STAGES) + len(FINAL_STAGES) + int(warm)
+        start = exp.validation.start
+        total = exp.rounds * len(ROUND_STAGES) + len(FINAL_STAGES) + int(warm) + int(start)
         already = len(done)
         if already:
             log.info("resuming %s: %d of %d stages already finished", self.rd.root, already, total)
@@ -442,6 +449,8 @@ class LoopRunner:
                     self._stage_warm_start,
                     lambda e: setattr(self, "_warm_checkpoint", e.info["checkpoint"]),
                 )
+            if start:
+                self._stage(None, "start_validation", self._stage_start_validation, lambda e: None)
             for r in range(exp.rounds):
                 self._round(r)
             summary = self._final()
@@ -794,6 +803,22 @@ class LoopRunner:
         scores = _write_scores(d / "scores.json", report)
         state.validation = scores
         log_round(self.exp.training.report_to, self.rd.root, r, scores, state.config, state.rationale)
+        return {"scores": d / "scores.json", "responses": d / "responses.jsonl"}, dict(
+            scores.get("summary", {})
+        )
+
+    def _stage_start_validation(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The starting model (the warm-start checkpoint, else the experiment model) on the validation set."""
+        d = self.rd.root / "start" / "validation"
+        report = self.comps.evaluator(
+            self.start_model,
+            self.validation_set,
+            out_dir=d,
+            experiment=self.exp,
+            seed=round_seed(self.exp.seeds.evaluation, "start_validation", 0),
+            progress=self.progress,
+        )
+        scores = _write_scores(d / "scores.json", report)
         return {"scores": d / "scores.json", "responses": d / "responses.jsonl"}, dict(
             scores.get("summary", {})
         )
