@@ -213,3 +213,23 @@ def test_context_settings_forms() -> None:
     assert ContextSettings.model_validate("V3").switches() == CONTEXT_VARIANTS["V3"]
     sw = ContextSettings.model_validate({"variant": "V4", "S": True}).switches()
     assert sw == CONTEXT_VARIANTS["V5"]
+
+
+def test_a_small_policy_cannot_be_its_own_engineer() -> None:
+    base = {"name": "p", "model": "policy:tiny", "samples_per_round": 8}
+    for engineer in ({"kind": "self"}, {"kind": "base"}):
+        exp = Experiment.model_validate({**base, "engineer": engineer})
+        with pytest.raises(ConfigError, match="cannot write"):
+            preflight(exp)
+    preflight(Experiment.model_validate({**base, "engineer": {"kind": "base", "model": "embedded"}}))
+    preflight(Experiment.model_validate({**base, "engineer": {"kind": "fixed"}}))
+
+
+def test_run_seed_sets_the_arm_seeds_and_names_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from envengineer.cli import main
+
+    path = ROOT / "experiments" / "cpu" / "policy-main-fixed.yaml"
+    assert main(["run", str(path), "--seed", "2", "--dry-run"]) == 0
+    assert "cpu-policy-main-fixed-s2 -> runs/cpu-policy-main-fixed-s2" in capsys.readouterr().out
+    assert main(["run", str(path), "--seed", "-1", "--dry-run"]) == 2
+    assert "--seed must be >= 0" in capsys.readouterr().err
