@@ -791,37 +791,32 @@ class LoopRunner:
     # validation ---------------------------------------------------------------------------------------
     def _stage_validation(self, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
         r = state.index
-        d = self.rd.round_dir(r) / "validation"
-        report = self.comps.evaluator(
-            state.checkpoint,
-            self.validation_set,
-            out_dir=d,
-            experiment=self.exp,
-            seed=round_seed(self.exp.seeds.evaluation, "validation", r),
-            progress=self.progress,
-        )
-        scores = _write_scores(d / "scores.json", report)
+        files, scores = self._validate(state.checkpoint, self.rd.round_dir(r) / "validation", "validation", r)
         state.validation = scores
         log_round(self.exp.training.report_to, self.rd.root, r, scores, state.config, state.rationale)
-        return {"scores": d / "scores.json", "responses": d / "responses.jsonl"}, dict(
-            scores.get("summary", {})
-        )
+        return files, dict(scores.get("summary", {}))
 
     def _stage_start_validation(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The starting model (the warm-start checkpoint, else the experiment model) on the validation set."""
-        d = self.rd.root / "start" / "validation"
+        files, scores = self._validate(
+            self.start_model, self.rd.root / "start" / "validation", "start_validation", 0
+        )
+        return files, dict(scores.get("summary", {}))
+
+    def _validate(
+        self, model: str | None, d: Path, purpose: str, r: int
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Answer the validation set with ``model`` into ``d``; the stage's files and the scores."""
         report = self.comps.evaluator(
-            self.start_model,
+            model,
             self.validation_set,
             out_dir=d,
             experiment=self.exp,
-            seed=round_seed(self.exp.seeds.evaluation, "start_validation", 0),
+            seed=round_seed(self.exp.seeds.evaluation, purpose, r),
             progress=self.progress,
         )
         scores = _write_scores(d / "scores.json", report)
-        return {"scores": d / "scores.json", "responses": d / "responses.jsonl"}, dict(
-            scores.get("summary", {})
-        )
+        return {"scores": d / "scores.json", "responses": d / "responses.jsonl"}, scores
 
     def _load_validation(self, state: RoundState) -> None:
         state.validation = read_json(self.rd.round_dir(state.index) / "validation" / "scores.json")
