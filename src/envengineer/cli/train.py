@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envengineer.cli.args import nonneg_int, pos_float, pos_int
+
 if TYPE_CHECKING:
     from envengineer.training.grpo import TrainResult
 
@@ -75,13 +77,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--round", type=Path, required=True, metavar="ROUND.yaml", help="round configuration")
     p.add_argument(
-        "--epochs", type=float, default=None, help="epochs over the round's data (overrides the preset)"
+        "--epochs", type=pos_float, default=None, help="epochs over the round's data (overrides the preset)"
     )
-    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="training seed (default 0)")
     p.add_argument(
-        "--data-seed", type=int, default=None, help="seed of the instance generator (default: --seed)"
+        "--data-seed", type=nonneg_int, default=None, help="seed of the instance generator (default: --seed)"
     )
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    p.add_argument("--max-steps", type=pos_int, default=None, help="stop after this many optimizer steps")
     p.add_argument("--out", type=Path, required=True, help="output folder")
 
 

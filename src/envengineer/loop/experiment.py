@@ -518,8 +518,13 @@ def preflight(experiment: Experiment) -> None:
             )
         except ConfigError as exc:
             problems.append(f"{section}: {exc}")
-    if exp.evaluation.benchmark_path and not Path(exp.evaluation.benchmark_path).exists():
-        problems.append(f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} does not exist")
+    if exp.evaluation.benchmark_path and not Path(exp.evaluation.benchmark_path).is_file():
+        what = "is a directory" if Path(exp.evaluation.benchmark_path).is_dir() else "does not exist"
+        problems.append(
+            f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} {what}; name an instance file"
+        )
+    if len(problems) == 1:
+        raise ConfigError(f"experiment {exp.name!r}: {problems[0]}")
     if problems:
         raise ConfigError(f"experiment {exp.name!r}:\n  " + "\n  ".join(problems))
 

@@ -328,8 +328,10 @@ def read_yaml(path: Path, what: str) -> Any:
     """A YAML (or JSON) file's content; an unreadable file or bad YAML is a one-line :class:`ConfigError`."""
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the {what} ({exc})") from None
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8, a number too long
+        raise ConfigError(f"{path}: cannot read the {what} ({' '.join(str(exc).split())[:300]})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: cannot read the {what} (nested too deeply)") from None
 
 
 def format_validation_error(exc: ValidationError, max_errors: int = 3) -> str:
