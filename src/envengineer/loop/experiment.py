@@ -216,6 +216,19 @@ class EvaluationSettings(_Model):
     benchmark_path: str | None = Field(
         default=None, description="An instance file to use as the benchmark instead of the packaged one."
     )
+    gpu_memory_utilization: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="vllm only: share of each GPU's memory the evaluation engine may take (None: 0.85).",
+    )
+    max_model_len: int | None = Field(
+        default=None,
+        ge=256,
+        le=1_048_576,
+        description="vllm only: context length of the evaluation engine, prompt + answer (None: model's).",
+    )
 
 
 class Seeds(_Model):
@@ -239,6 +252,47 @@ class TrainingSettings(_Model):
     )
     max_steps: int | None = Field(
         default=None, ge=1, description="Cap on GRPO optimiser steps per round (None: the epochs decide)."
+    )
+
+
+class LaunchSettings(_Model):
+    """How the heavy stages (training, GPU evaluation) run: in the loop's process or as their own processes.
+
+    As subprocesses, each training round is ``accelerate launch ... -m envengineer.cli train ...`` (or
+    ``torchrun``, or plain ``python -m envengineer.cli train``), so the loop stays one process, every stage
+    returns its GPU memory when it exits, and a crashed stage is retried (then resumed from the ledger).
+    ``envengineer run --dry-run`` prints the exact commands (``envengineer.loop.stages``, docs/loop.md).
+    """
+
+    stages: Literal["auto", "subprocess", "inprocess"] = Field(
+        default="auto",
+        description="auto: subprocesses when processes > 1, an accelerate or DeepSpeed config is named, or "
+        "the evaluation backend is vllm; in the loop's process otherwise (CPU runs: no start-up per stage).",
+    )
+    processes: int = Field(
+        default=1, ge=1, le=4096, description="Training processes (one per GPU), passed to the launcher."
+    )
+    launcher: Literal["auto", "accelerate", "torchrun", "python"] = Field(
+        default="auto",
+        description="auto: accelerate when a config is named, torchrun for several processes, else python.",
+    )
+    accelerate_config: str | None = Field(
+        default=None,
+        description="accelerate config file (e.g. configs/accelerate/zero3.yaml), relative to the working "
+        "directory; passed as --config_file.",
+    )
+    deepspeed_config: str | None = Field(
+        default=None,
+        description="DeepSpeed JSON (e.g. configs/deepspeed/zero3.json) passed to accelerate launch as "
+        "--use_deepspeed --deepspeed_config_file (accelerate only).",
+    )
+    evaluation: Literal["auto", "subprocess", "inprocess"] = Field(
+        default="auto",
+        description="Validation and benchmark answers: auto runs them as a subprocess when the stages do and "
+        "the backend is vllm (whose engine does not return GPU memory in-process).",
+    )
+    retries: int = Field(
+        default=1, ge=0, le=10, description="Extra attempts of a stage whose process fails (then: resume)."
     )
 
 
@@ -326,6 +380,10 @@ class Experiment(_Model):
     )
     seeds: Seeds = Field(
         default_factory=Seeds, description="Seeds of configuration, data, training, evaluation."
+    )
+    launch: LaunchSettings = Field(
+        default_factory=LaunchSettings,
+        description="How training and GPU evaluation run: in-process or as launched subprocesses.",
     )
 
     @field_validator("epochs_per_round")
@@ -523,6 +581,9 @@ def preflight(experiment: Experiment) -> None:
         problems.append(
             f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} {what}; name an instance file"
         )
+    from envengineer.loop.stages import check_launch
+
+    problems.extend(check_launch(exp))
     if len(problems) == 1:
         raise ConfigError(f"experiment {exp.name!r}: {problems[0]}")
     if problems:
