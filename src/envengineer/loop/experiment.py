@@ -569,7 +569,9 @@ def preflight(experiment: Experiment) -> None:
         try:
             from envengineer.training.presets import load_preset
 
-            load_preset(preset, kind)
+            loaded = load_preset(preset, kind)
+            if kind == "grpo":
+                loaded.batch_shape(exp.launch.processes)  # the step must split over the processes
         except ImportError as exc:
             problems.append(
                 f"{section}: the training extra is missing ({exc.name}); pip install 'envengineer[train]'"
@@ -708,27 +710,33 @@ def grpo_steps(exp: Experiment) -> tuple[int | None, dict[str, Any]]:
     """GRPO optimiser steps per round from the preset's batch shape (``None`` when the preset is unknown).
 
     TRL counts completions: each step consumes ``per_device_train_batch_size * gradient_accumulation_steps
-    * world_size`` completions, ``num_generations`` per prompt.
+    * world_size`` completions, ``num_generations`` per prompt; the world size is ``launch.processes``.
+    TRL's sampler drops an epoch's last partial batch of prompts, so an epoch is
+    ``samples // prompts_per_step`` steps (4,000 prompts at 64 per step: 62 steps, 3,968 prompts).
     """
     try:
         from envengineer.training.presets import load_preset
 
         preset = load_preset(exp.training.preset, "grpo")
+        world = exp.launch.processes if exp.launch.stages != "inprocess" else 1
+        per_device, accum = preset.batch_shape(world)
     except Exception as exc:  # the plan must print even without the training extra
         log.debug("cannot read the training preset %r: %s", exp.training.preset, exc)
         return None, {}
-    cfg = dict(preset.grpo)
-    per_device = int(cfg.get("per_device_train_batch_size", 8))
-    accum = int(cfg.get("gradient_accumulation_steps", 1))
-    gens = int(cfg.get("num_generations", 8))
-    completions = per_device * accum
+    gens = int(dict(preset.grpo).get("num_generations", 8))
+    completions = per_device * accum * world
     prompts_per_step = max(completions // max(gens, 1), 1)
-    steps = math.ceil(exp.samples_per_round * exp.epochs_per_round / prompts_per_step)
-    for cap in (cfg.get("max_steps"), exp.training.max_steps):
+    per_epoch = max(exp.samples_per_round // prompts_per_step, 1)
+    steps = math.ceil(per_epoch * exp.epochs_per_round)
+    for cap in (dict(preset.grpo).get("max_steps"), exp.training.max_steps):
         if cap is not None and int(cap) > 0:
             steps = min(steps, int(cap))
     return steps, {
         "completions_per_step": completions,
         "num_generations": gens,
         "prompts_per_step": prompts_per_step,
+        "per_device": per_device,
+        "accumulation": accum,
+        "processes": world,
+        "prompts_used_per_epoch": per_epoch * prompts_per_step,
     }
