@@ -52,7 +52,10 @@ def test_every_experiment_file_validates(path: Path) -> None:
         assert exp.name == f"{scale}-{path.stem}", "name the run after its file: {scale}-{stem}"
     if scale == "gpu":
         assert exp.model == "Qwen/Qwen3-4B" and exp.samples_per_round == 4000 and exp.epochs_per_round == 2
-        assert exp.evaluation.benchmark_per_cell is None and exp.training.preset == "gpu"
+        assert exp.evaluation.benchmark_per_cell is None
+        nothink = "nothink" in path.stem
+        assert exp.training.preset == ("gpu" if nothink else "gpu-thinking")
+        assert exp.evaluation.enable_thinking is (not nothink)
     else:
         assert exp.model is None and exp.samples_per_round <= 256
         assert exp.evaluation.benchmark_per_cell is not None or exp.evaluation.benchmark_limit is not None
@@ -203,3 +206,21 @@ def test_context_settings_forms() -> None:
     assert ContextSettings.model_validate("V3").switches() == CONTEXT_VARIANTS["V3"]
     sw = ContextSettings.model_validate({"variant": "V4", "S": True}).switches()
     assert sw == CONTEXT_VARIANTS["V5"]
+
+
+def test_gpu_thinking_matches_the_paper_lengths() -> None:
+    """Thinking on: budgets above the paper's 7,464-token base answers (eval) and 3,512-token plans (train);
+    training and evaluation agree on the switch; the thinking-off variant keeps the short answers."""
+    from envengineer.training.presets import load_preset
+
+    for path in sorted((ROOT / "experiments" / "gpu").glob("*.yaml")):
+        exp = load_experiment(path)
+        preset = load_preset(exp.training.preset, "grpo")
+        assert preset.thinking is exp.evaluation.enable_thinking, path.name
+        assert exp.evaluation.max_new_tokens >= preset.max_completion_length
+        if preset.thinking:
+            assert exp.evaluation.max_new_tokens > 2 * 7464 and preset.max_completion_length > 2 * 3512
+            assert preset.grpo["vllm_max_model_length"] >= preset.max_completion_length + 1024
+            assert exp.engineer.max_new_tokens >= 8192
+        else:
+            assert exp.evaluation.max_new_tokens == preset.max_completion_length == 1024
