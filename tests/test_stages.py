@@ -163,3 +163,11 @@ def test_loop_end_to_end_through_subprocesses_with_two_torchrun_processes(tmp_pa
     for d, n in (("round_00/validation", validation), ("round_01/validation", validation), ("benchmark", 2)):
         scores = json.loads((run / d / "scores.json").read_text())
         assert scores["summary"]["n"] == n and "evaluate --experiment" in (run / d / "stage.log").read_text()
+
+
+def test_evaluation_memory_settings_reach_the_vllm_engine_only() -> None:
+    from envengineer.loop.runner import _model_options
+
+    exp = experiment(evaluation={"backend": "vllm", "gpu_memory_utilization": 0.6, "max_model_len": 4096})
+    assert _model_options(exp, "vllm") == {"gpu_memory_utilization": 0.6, "max_model_len": 4096}
+    assert _model_options(exp, "hf") == {}  # the engineer's hf backend takes no vLLM options
