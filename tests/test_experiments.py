@@ -53,6 +53,10 @@ def test_every_experiment_file_validates(path: Path) -> None:
     if scale == "gpu":
         assert exp.model == "Qwen/Qwen3-4B" and exp.samples_per_round == 4000 and exp.epochs_per_round == 2
         assert exp.evaluation.benchmark_per_cell is None and exp.training.preset == "gpu"
+        assert exp.evaluation.benchmark_per_cell is None
+        nothink = "nothink" in path.stem
+        assert exp.training.preset == ("gpu" if nothink else "gpu-thinking")
+        assert exp.evaluation.enable_thinking is (not nothink)
     elif exp.model == "policy:tiny":  # the small-policy family: the whole benchmark, a separate engineer
         assert exp.training.preset == "grpo-small" and exp.warm_start.preset == "sft-small"
         assert exp.warm_start.seed is not None and exp.warm_start.cache  # one warm-start for all seeds
@@ -233,3 +237,21 @@ def test_run_seed_sets_the_arm_seeds_and_names_the_run(capsys: pytest.CaptureFix
     assert "cpu-policy-main-fixed-s2 -> runs/cpu-policy-main-fixed-s2" in capsys.readouterr().out
     assert main(["run", str(path), "--seed", "-1", "--dry-run"]) == 2
     assert "--seed must be >= 0" in capsys.readouterr().err
+
+
+def test_gpu_thinking_matches_the_paper_lengths() -> None:
+    """Thinking on: budgets above the paper's 7,464-token base answers (eval) and 3,512-token plans (train);
+    training and evaluation agree on the switch; the thinking-off variant keeps the short answers."""
+    from envengineer.training.presets import load_preset
+
+    for path in sorted((ROOT / "experiments" / "gpu").glob("*.yaml")):
+        exp = load_experiment(path)
+        preset = load_preset(exp.training.preset, "grpo")
+        assert preset.thinking is exp.evaluation.enable_thinking, path.name
+        assert exp.evaluation.max_new_tokens >= preset.max_completion_length
+        if preset.thinking:
+            assert exp.evaluation.max_new_tokens > 2 * 7464 and preset.max_completion_length > 2 * 3512
+            assert preset.grpo["vllm_max_model_length"] >= preset.max_completion_length + 1024
+            assert exp.engineer.max_new_tokens >= 8192
+        else:
+            assert exp.evaluation.max_new_tokens == preset.max_completion_length == 1024

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from envengineer.errors import ConfigError
+from envengineer.loop.experiment import Experiment
 from envengineer.training.presets import (
     GRPOPreset,
     SFTPreset,
@@ -168,3 +169,62 @@ def test_accelerate_and_deepspeed_configs_parse() -> None:
     assert stages == {"zero2": 2, "zero3": 3, "multi_node_zero3": 3}
     for f in (ROOT / "configs" / "deepspeed").glob("*.json"):
         json.loads(f.read_text())
+
+
+def test_gpu_preset_keeps_64_completions_per_step_whatever_the_gpu_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bf16 weights, and per-device batch x accumulation x processes = 64 completions (8 prompts of 8)."""
+    pytest.importorskip("trl")
+    from envengineer.training import presets
+
+    preset = load_preset("grpo-gpu")
+    assert preset.grpo["model_init_kwargs"]["dtype"] == "bfloat16"
+    assert preset.completions_per_step == 64 and "gradient_accumulation_steps" not in preset.grpo
+    for world, shape in ((1, (8, 8)), (2, (8, 4)), (4, (8, 2)), (8, (8, 1)), (64, (1, 1))):
+        assert preset.batch_shape(world) == shape
+        if world > 8:  # TRL checks the group against the real (here single) process count
+            continue
+        monkeypatch.setattr(presets, "world_size", lambda w=world: w)
+        overrides = {} if _gpu() else {"use_cpu": True}
+        config = preset.build_config(output_dir=tmp_path, **overrides)
+        assert (config.per_device_train_batch_size, config.gradient_accumulation_steps) == shape
+        assert config.per_device_train_batch_size * config.gradient_accumulation_steps * world == 64
+    with pytest.raises(ConfigError, match="does not split over 3 processes"):
+        preset.batch_shape(3)
+    with pytest.raises(ConfigError, match="remove one of them"):
+        load_preset({"completions_per_step": 8, "grpo": {"gradient_accumulation_steps": 2}}).batch_shape(1)
+
+
+def test_plan_counts_the_same_steps_on_one_and_eight_gpus() -> None:
+    """1,000 steps per round (2 epochs x 4,000 prompts / 8 per step) on 1 or 8 GPUs; 3 GPUs are refused."""
+    from envengineer.loop.experiment import grpo_steps, load_experiment, preflight
+
+    exp = load_experiment(Path(__file__).parents[1] / "experiments" / "gpu" / "main-self.yaml")
+    for processes in (1, 2, 8):
+        launch = {**exp.launch.model_dump(), "processes": processes}
+        e = Experiment.model_validate({**exp.model_dump(), "launch": launch})
+        steps, batch = grpo_steps(e)
+        assert (
+            steps == 1000 and batch["completions_per_step"] == 64 and batch["prompts_used_per_epoch"] == 4000
+        )
+    old = {
+        "grpo": {"per_device_train_batch_size": 16, "num_generations": 8, "gradient_accumulation_steps": 4}
+    }
+    e = Experiment.model_validate(
+        {**exp.model_dump(), "training": {"preset": "x"}, "launch": {"processes": 8}}
+    )
+    import envengineer.training.presets as presets_module
+
+    real = presets_module.load_preset
+    try:
+        presets_module.load_preset = lambda *a, **k: real(old, "grpo")
+        steps, batch = grpo_steps(e)
+    finally:
+        presets_module.load_preset = real
+    assert steps == 124 and batch["prompts_used_per_epoch"] == 3968  # 8 GPUs before: partial batch dropped
+    three = Experiment.model_validate(
+        {**exp.model_dump(), "launch": {**exp.launch.model_dump(), "processes": 3}}
+    )
+    with pytest.raises(ConfigError, match="does not split over 3 processes"):
+        preflight(three)

@@ -179,6 +179,7 @@ def test_grpo_round_full_finetune_changes_weights(
     assert metrics["timing"]["reward_calls"] >= 2 and metrics["timing"]["steps"] == 2
     assert 0 <= metrics["timing"]["outside_model_share"] < 1
     assert (result.checkpoint.parent / "preset.yaml").is_file()
+    assert metrics["memory"]["rss_gb"] > 0.05 and "gpu_reserved_gb" in metrics["memory"]
 
 
 def test_grpo_checkpoint_loads_and_generates(full_round: grpo_module.TrainResult) -> None:

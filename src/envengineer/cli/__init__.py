@@ -1,8 +1,14 @@
 """The ``envengineer`` command line: one sub-command module per layer, one error path for all of them.
 
 Each module in this package exposes ``register(subparsers)`` and sets ``func`` on its parsers; a
-sub-command returns an exit code (or ``None`` for 0). Errors the project raises on purpose become a
-one-line message and exit code 2, never a traceback. Log lines and error messages pass through
+sub-command returns an exit code (or ``None`` for 0).
+
+The error boundary (:func:`main`): whatever a command meets in its input (a file that is not UTF-8, JSON or
+YAML nested too deeply, a number too large to hold, a truncated or fake ``.gz`` file, a path that is a
+directory or cannot be written, a value out of its range) ends in one line on stderr,
+``envengineer: error: ...``, and exit code 2. An error the project did not foresee is one line too, naming
+itself as internal (exit code 1). ``--debug`` (anywhere on the command line, or ``ENVENGINEER_DEBUG=1``)
+shows the traceback instead. Log lines and error messages pass through
 :class:`envengineer.sanitize.ScrubFilter` / :func:`~envengineer.sanitize.safe_text`: no secret of the
 process is printed.
 """
@@ -10,10 +16,12 @@ process is printed.
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib
 import logging
 import os
 import sys
+import zlib
 from collections.abc import Sequence
 
 from envengineer import __version__
@@ -31,6 +39,9 @@ _MODULES = (
     "envengineer.cli.integrations",
 )
 
+#: Longest message the boundary prints for an error it did not raise itself (one line).
+_MAX_MESSAGE = 300
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -39,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"envengineer {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of an error instead of one line (accepted anywhere on the line)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _MODULES:
         try:
@@ -51,9 +67,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def describe_error(exc: BaseException) -> tuple[str, int]:
+    """The one-line message and exit code the command line gives for ``exc``.
+
+    Input problems (the project's own errors, decoding, parsing, OS errors) exit with 2; anything else is
+    an internal error (exit 1) whose message says how to see the traceback.
+
+    >>> describe_error(IsADirectoryError(21, "Is a directory", "runs"))
+    ('runs: is a directory, not a file', 2)
+    """
+    if isinstance(exc, EnvEngineerError):
+        return str(exc), 2
+    if isinstance(exc, UnicodeDecodeError):
+        return (
+            f"the input is not UTF-8 text (byte {exc.object[exc.start : exc.start + 1]!r} at offset "
+            f"{exc.start}); save the file as UTF-8",
+            2,
+        )
+    if isinstance(exc, gzip.BadGzipFile):
+        return f"a .gz file is not gzip data ({exc}); give the uncompressed file or a real .gz", 2
+    if isinstance(exc, (EOFError, zlib.error)):
+        return f"a compressed file is truncated or damaged ({exc}); recreate it", 2
+    if isinstance(exc, IsADirectoryError):
+        return f"{exc.filename}: is a directory, not a file", 2
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}", 2
+    if isinstance(exc, RecursionError):
+        return "the input is nested too deeply to read; flatten it", 2
+    if isinstance(exc, MemoryError):
+        return "out of memory while reading the input; give a smaller file", 2
+    if isinstance(exc, (OverflowError, ValueError)):
+        return _one_line(f"bad value in the input: {exc}"), 2
+    return _one_line(f"internal error {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"), 1
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _MAX_MESSAGE else line[: _MAX_MESSAGE - 3] + "..."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    cut = args_in.index("--") if "--" in args_in else len(args_in)
+    debug = "--debug" in args_in[:cut] or os.environ.get("ENVENGINEER_DEBUG", "") not in ("", "0")
+    args_in = [a for i, a in enumerate(args_in) if not (a == "--debug" and i < cut)]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_in)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -71,12 +131,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `envengineer show ... | head`: the reader left; stop quietly, as other Unix tools do
         _silence_stdout()
         return 0
-    except EnvEngineerError as exc:
-        print(f"envengineer {args.command}: error: {safe_text(str(exc))}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"envengineer {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if debug:
+            raise
+        message, code = describe_error(exc)
+        print(f"envengineer: error: {safe_text(message)}", file=sys.stderr)
+        return code
 
 
 def _silence_stdout() -> None:

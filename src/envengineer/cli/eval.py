@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from envengineer.cli.args import nonneg_int
 from envengineer.errors import ConfigError, InstanceFormatError
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--temperature", type=float, default=0.7, help="sampling temperature, 0 = greedy (default 0.7)"
     )
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="sampling seed (default 0)")
     p.add_argument(
         "--thinking",
         choices=("on", "off"),

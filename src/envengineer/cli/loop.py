@@ -378,6 +378,7 @@ def _print_plan(exp: object, out: Path) -> None:
         f"  responses:   {p['eval_responses']} (at most {p['eval_tokens_upper_bound']:,} generated tokens at "
         f"{p['max_new_tokens']} per response)"
     )
+    _print_stages(exp, out)
     if p["cpu_seconds"] is None:
         print(
             "  time:        no estimate (rates are measured for the embedded model and policy:tiny with "
@@ -401,3 +402,18 @@ def _print_training(p: dict, steps: int | None) -> None:
             else "GRPO steps unknown (training preset not readable)"
         )
     )
+
+
+def _print_stages(exp: object, out: Path) -> None:
+    from envengineer.loop.stages import evaluates_in_subprocess, launcher, planned_commands, uses_subprocesses
+
+    trains = uses_subprocesses(exp)  # type: ignore[arg-type]
+    evals = evaluates_in_subprocess(exp)  # type: ignore[arg-type]
+    if not (trains or evals):
+        print("  stages:      training and evaluation in this process (launch.stages: inprocess or auto)")
+        return
+    where = [f"training via {launcher(exp.launch)} x {exp.launch.processes}" if trains else ""]  # type: ignore[attr-defined]
+    where.append("evaluation in its own process" if evals else "evaluation in this process")
+    print(f"  stages:      {', '.join(w for w in where if w)}; commands:")
+    for label, cmd in planned_commands(exp, out):  # type: ignore[arg-type]
+        print(f"    {label}: {cmd}")

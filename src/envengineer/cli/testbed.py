@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from envengineer.cli.args import nonneg_int, pos_float, pos_int
 from envengineer.errors import ConfigError, InstanceFormatError
 
 
@@ -20,14 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--wait-ratio/-n) or a whole round configuration (--config ROUND.yaml).",
     )
     p.add_argument("--config", type=Path, help="a round configuration (YAML or JSON)")
-    p.add_argument("--agents", type=int, default=2, help="agents per instance (default 2)")
-    p.add_argument("--size", type=int, help="grid side n (an n x n grid)")
+    p.add_argument("--agents", type=pos_int, default=2, help="agents per instance (default 2)")
+    p.add_argument("--size", type=pos_int, help="grid side n (an n x n grid)")
     p.add_argument("--hole-ratio", type=float, default=0.3, help="share of cells that are holes, in [0, 0.5]")
     p.add_argument(
         "--wait-ratio", type=float, default=0.5, help="share of instances that need a wait, in [0, 1]"
     )
-    p.add_argument("-n", "--count", type=int, default=100, help="instances to generate (with --size)")
-    p.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    p.add_argument("-n", "--count", type=pos_int, default=100, help="instances to generate (with --size)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="base seed (default 0)")
     p.add_argument("--split", default=None, help="seed split: train, validation, benchmark or custom")
     p.add_argument("-o", "--output", type=Path, required=True, help="output .jsonl (or .jsonl.gz)")
     p.set_defaults(func=cmd_generate)
@@ -40,7 +42,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("instances", type=Path, help="instance file (.jsonl or .jsonl.gz); ids are free-form")
     p.add_argument("-o", "--output", type=Path, required=True, help="solved instance file to write")
-    p.add_argument("--node-budget", type=int, default=None, help="solver node budget per instance")
+    p.add_argument(
+        "--node-budget", type=pos_int, default=None, help="solver node budget per instance (default 30,000)"
+    )
+    p.add_argument(
+        "--time-limit",
+        type=pos_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="give up on an instance after this many seconds, whatever budget is left (default 60)",
+    )
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser(
@@ -55,15 +66,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     b = bsub.add_parser("build", help="rebuild the 3,150-instance benchmark")
     b.add_argument("-o", "--output", type=Path, required=True, help="instance file to write")
-    b.add_argument("--workers", type=int, default=None, help="processes (default: 2)")
+    b.add_argument("--workers", type=pos_int, default=None, help="processes (default: 2)")
     b.set_defaults(func=cmd_benchmark_build)
     b = bsub.add_parser(
         "validation", help="build a validation set of the benchmark's shape, disjoint from it"
     )
     b.add_argument("-o", "--output", type=Path, required=True, help="instance file to write")
-    b.add_argument("--per-cell", type=int, default=None, help="instances per cell and subset (default 4)")
-    b.add_argument("--seed", type=int, default=None, help="seed (default: the project's validation seed)")
-    b.add_argument("--workers", type=int, default=None, help="processes (default: 2)")
+    b.add_argument("--per-cell", type=pos_int, default=None, help="instances per cell and subset (default 4)")
+    b.add_argument(
+        "--seed", type=nonneg_int, default=None, help="seed (default: the project's validation seed)"
+    )
+    b.add_argument("--workers", type=pos_int, default=None, help="processes (default: 2)")
     b.set_defaults(func=cmd_benchmark_validation)
     b = bsub.add_parser("info", help="where the packaged benchmark lies, its hash and shape")
     b.set_defaults(func=cmd_benchmark_info)
@@ -101,7 +114,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--policy", choices=("optimal", "greedy", "random"), default="optimal", help="default optimal"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the random policy (default 0)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the random policy (default 0)")
     p.add_argument("-o", "--output", type=Path, required=True, help="responses file to write (.jsonl)")
     p.set_defaults(func=cmd_play)
 
@@ -109,8 +122,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- commands ---------------------------------------------------------------------------------------------
 def cmd_generate(args: argparse.Namespace) -> int:
     from envengineer.mapf.config import RoundConfig
-    from envengineer.mapf.generator import counts_for, generate_cell, generate_round
+    from envengineer.mapf.generator import check_fit, counts_for, generate_cell, generate_round
     from envengineer.mapf.instance import save_instances
+    from envengineer.mapf.solver import MAX_BOARD_SIZE
 
     if args.config is not None:
         config = RoundConfig.load(args.config)
@@ -120,15 +134,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise ConfigError(
                 "give --size N (with --agents, --hole-ratio, --wait-ratio, -n) or --config ROUND.yaml"
             )
-        _check_range("--size", args.size, 2, 64)
+        _check_range("--size", args.size, 2, MAX_BOARD_SIZE)
         _check_range("--agents", args.agents, 1, 16)
         _check_range("--hole-ratio", args.hole_ratio, 0.0, 0.5)
         _check_range("--wait-ratio", args.wait_ratio, 0.0, 1.0)
         _check_range("-n", args.count, 1, 10_000_000)
-        if 2 * args.agents > args.size * args.size:
-            raise ConfigError(
-                f"{args.agents} agents do not fit on a {args.size}x{args.size} grid; use fewer agents"
-            )
+        check_fit(args.size, args.agents)
         instances = generate_cell(
             num_agents=args.agents,
             size=args.size,
@@ -153,7 +164,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from envengineer.mapf.solver import solve_instance
 
     instances = load_instances(args.instances)
-    kw = {"node_budget": args.node_budget} if args.node_budget else {}
+    kw: dict[str, Any] = {"time_limit": args.time_limit}
+    if args.node_budget is not None:
+        kw["node_budget"] = args.node_budget
     out, mismatches, failed = [], 0, 0
     for inst in tqdm(instances, desc="solving", unit="inst"):
         try:

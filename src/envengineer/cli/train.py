@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envengineer.cli.args import nonneg_int, pos_float, pos_int
+
 if TYPE_CHECKING:
     from envengineer.training.grpo import TrainResult
 
@@ -73,15 +75,22 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="hub id or local folder (e.g. Qwen/Qwen3-4B for the GPU preset); default: the embedded "
         "SmolLM2-135M",
     )
-    p.add_argument("--round", type=Path, required=True, metavar="ROUND.yaml", help="round configuration")
-    p.add_argument(
-        "--epochs", type=float, default=None, help="epochs over the round's data (overrides the preset)"
+    data = p.add_mutually_exclusive_group(required=True)
+    data.add_argument("--round", type=Path, metavar="ROUND.yaml", help="round configuration to generate from")
+    data.add_argument(
+        "--instances",
+        type=Path,
+        metavar="FILE",
+        help="train on these solved instances instead (.jsonl[.gz]; what the round loop launches)",
     )
-    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument(
-        "--data-seed", type=int, default=None, help="seed of the instance generator (default: --seed)"
+        "--epochs", type=pos_float, default=None, help="epochs over the round's data (overrides the preset)"
     )
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="training seed (default 0)")
+    p.add_argument(
+        "--data-seed", type=nonneg_int, default=None, help="seed of the instance generator (default: --seed)"
+    )
+    p.add_argument("--max-steps", type=pos_int, default=None, help="stop after this many optimizer steps")
     p.add_argument(
         "--report-to",
         metavar="TRACKERS",
@@ -105,8 +114,23 @@ def _preset_source(given: str | None, kind: str) -> str:
 def cmd_train(args: argparse.Namespace) -> int:
     from envengineer.integrations.trackers import preset_with_report_to
     from envengineer.mapf.config import RoundConfig
-    from envengineer.training.grpo import require_train_deps, train_round_from_config
+    from envengineer.training.grpo import require_train_deps, train_round, train_round_from_config
 
+    if args.instances is not None:
+        instances = _solved_instances(args.instances)
+        require_train_deps()
+        result = train_round(
+            args.model,
+            instances,
+            out_dir=args.out,
+            seed=args.seed,
+            preset=_preset_source(args.grpo, "grpo"),
+            epochs=args.epochs,
+            reward_shape=args.reward_shape,
+            max_steps=args.max_steps,
+        )
+        _report(result)
+        return 0
     config = RoundConfig.load(args.round)
     require_train_deps()
     result = train_round_from_config(
@@ -128,8 +152,22 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from envengineer.integrations.trackers import preset_with_report_to
     from envengineer.mapf.config import RoundConfig
     from envengineer.training.grpo import require_train_deps
-    from envengineer.training.sft import sft_from_config
+    from envengineer.training.sft import sft, sft_from_config
 
+    if args.instances is not None:
+        instances = _solved_instances(args.instances)
+        require_train_deps()
+        result = sft(
+            args.model,
+            instances,
+            out_dir=args.out,
+            seed=args.seed,
+            preset=_preset_source(args.preset, "sft"),
+            epochs=args.epochs,
+            max_steps=args.max_steps,
+        )
+        _report(result)
+        return 0
     config = RoundConfig.load(args.round)
     require_train_deps()
     result = sft_from_config(
@@ -144,6 +182,20 @@ def cmd_sft(args: argparse.Namespace) -> int:
     )
     _report(result)
     return 0
+
+
+def _solved_instances(path: Path) -> list:
+    from envengineer.errors import InstanceFormatError
+    from envengineer.mapf.instance import load_instances
+
+    instances = load_instances(path)
+    unsolved = [i.id for i in instances if not i.solved]
+    if not instances or unsolved:
+        raise InstanceFormatError(
+            f"{path}: training needs solved instances ({len(unsolved)} of {len(instances)} have no optima); "
+            f"run `envengineer solve {path} -o SOLVED.jsonl` first"
+        )
+    return instances
 
 
 def _report(result: TrainResult) -> None:

@@ -241,6 +241,19 @@ class EvaluationSettings(_Model):
     benchmark_path: str | None = Field(
         default=None, description="An instance file to use as the benchmark instead of the packaged one."
     )
+    gpu_memory_utilization: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="vllm only: share of each GPU's memory the evaluation engine may take (None: 0.85).",
+    )
+    max_model_len: int | None = Field(
+        default=None,
+        ge=256,
+        le=1_048_576,
+        description="vllm only: context length of the evaluation engine, prompt + answer (None: model's).",
+    )
 
 
 class Seeds(_Model):
@@ -277,6 +290,47 @@ class TrainingSettings(_Model):
         from envengineer.integrations.trackers import normalize_report_to
 
         return normalize_report_to(v)
+
+
+class LaunchSettings(_Model):
+    """How the heavy stages (training, GPU evaluation) run: in the loop's process or as their own processes.
+
+    As subprocesses, each training round is ``accelerate launch ... -m envengineer.cli train ...`` (or
+    ``torchrun``, or plain ``python -m envengineer.cli train``), so the loop stays one process, every stage
+    returns its GPU memory when it exits, and a crashed stage is retried (then resumed from the ledger).
+    ``envengineer run --dry-run`` prints the exact commands (``envengineer.loop.stages``, docs/loop.md).
+    """
+
+    stages: Literal["auto", "subprocess", "inprocess"] = Field(
+        default="auto",
+        description="auto: subprocesses when processes > 1, an accelerate or DeepSpeed config is named, or "
+        "the evaluation backend is vllm; in the loop's process otherwise (CPU runs: no start-up per stage).",
+    )
+    processes: int = Field(
+        default=1, ge=1, le=4096, description="Training processes (one per GPU), passed to the launcher."
+    )
+    launcher: Literal["auto", "accelerate", "torchrun", "python"] = Field(
+        default="auto",
+        description="auto: accelerate when a config is named, torchrun for several processes, else python.",
+    )
+    accelerate_config: str | None = Field(
+        default=None,
+        description="accelerate config file (e.g. configs/accelerate/zero3.yaml), relative to the working "
+        "directory; passed as --config_file.",
+    )
+    deepspeed_config: str | None = Field(
+        default=None,
+        description="DeepSpeed JSON (e.g. configs/deepspeed/zero3.json) passed to accelerate launch as "
+        "--use_deepspeed --deepspeed_config_file (accelerate only).",
+    )
+    evaluation: Literal["auto", "subprocess", "inprocess"] = Field(
+        default="auto",
+        description="Validation and benchmark answers: auto runs them as a subprocess when the stages do and "
+        "the backend is vllm (whose engine does not return GPU memory in-process).",
+    )
+    retries: int = Field(
+        default=1, ge=0, le=10, description="Extra attempts of a stage whose process fails (then: resume)."
+    )
 
 
 class WarmStartSettings(_Model):
@@ -374,6 +428,10 @@ class Experiment(_Model):
     )
     seeds: Seeds = Field(
         default_factory=Seeds, description="Seeds of configuration, data, training, evaluation."
+    )
+    launch: LaunchSettings = Field(
+        default_factory=LaunchSettings,
+        description="How training and GPU evaluation run: in-process or as launched subprocesses.",
     )
 
     @field_validator("epochs_per_round")
@@ -591,7 +649,9 @@ def preflight(experiment: Experiment) -> None:
         try:
             from envengineer.training.presets import load_preset
 
-            load_preset(preset, kind)
+            loaded = load_preset(preset, kind)
+            if kind == "grpo":
+                loaded.batch_shape(exp.launch.processes)  # the step must split over the processes
         except ImportError as exc:
             problems.append(
                 f"{section}: the training extra is missing ({exc.name}); pip install 'envengineer[train]'"
@@ -599,8 +659,11 @@ def preflight(experiment: Experiment) -> None:
         except ConfigError as exc:
             problems.append(f"{section}: {exc}")
     problems.extend(_small_policy_problems(exp))
-    if exp.evaluation.benchmark_path and not Path(exp.evaluation.benchmark_path).exists():
-        problems.append(f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} does not exist")
+    if exp.evaluation.benchmark_path and not Path(exp.evaluation.benchmark_path).is_file():
+        what = "is a directory" if Path(exp.evaluation.benchmark_path).is_dir() else "does not exist"
+        problems.append(
+            f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} {what}; name an instance file"
+        )
     elif exp.evaluation.benchmark_path and _is_empty(Path(exp.evaluation.benchmark_path)):
         problems.append(
             f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} holds no instance; the benchmark "
@@ -610,11 +673,16 @@ def preflight(experiment: Experiment) -> None:
         from envengineer.mapf.benchmark import cells
 
         v = exp.validation
-        if not list(cells(v.agents, v.max_size)):
+        if not list(cells(v.agents, v.max_size, v.min_size)):
             problems.append(
                 f"validation: the validation set would be empty: no map size from the agent count to "
                 f"max_size {v.max_size} fits agents {list(v.agents)}; use agents <= max_size (e.g. [3, 4, 5])"
             )
+    from envengineer.loop.stages import check_launch
+
+    problems.extend(check_launch(exp))
+    if len(problems) == 1:
+        raise ConfigError(f"experiment {exp.name!r}: {problems[0]}")
     if problems:
         raise ConfigError(f"experiment {exp.name!r}:\n  " + "\n  ".join(problems))
 
@@ -777,29 +845,35 @@ def grpo_steps(exp: Experiment) -> tuple[int | None, dict[str, Any]]:
     """GRPO optimiser steps per round from the preset's batch shape (``None`` when the preset is unknown).
 
     TRL counts completions: each step consumes ``per_device_train_batch_size * gradient_accumulation_steps
-    * world_size`` completions, ``num_generations`` per prompt.
+    * world_size`` completions, ``num_generations`` per prompt; the world size is ``launch.processes``.
+    TRL's sampler drops an epoch's last partial batch of prompts, so an epoch is
+    ``samples // prompts_per_step`` steps (4,000 prompts at 64 per step: 62 steps, 3,968 prompts).
     """
     try:
         from envengineer.training.presets import load_preset
 
         preset = load_preset(exp.training.preset, "grpo")
+        world = exp.launch.processes if exp.launch.stages != "inprocess" else 1
+        per_device, accum = preset.batch_shape(world)
     except Exception as exc:  # the plan must print even without the training extra
         log.debug("cannot read the training preset %r: %s", exp.training.preset, exc)
         return None, {}
-    cfg = dict(preset.grpo)
-    per_device = int(cfg.get("per_device_train_batch_size", 8))
-    accum = int(cfg.get("gradient_accumulation_steps", 1))
-    gens = int(cfg.get("num_generations", 8))
-    completions = per_device * accum
+    gens = int(dict(preset.grpo).get("num_generations", 8))
+    completions = per_device * accum * world
     prompts_per_step = max(completions // max(gens, 1), 1)
-    steps = math.ceil(exp.samples_per_round * exp.epochs_per_round / prompts_per_step)
-    for cap in (cfg.get("max_steps"), exp.training.max_steps):
+    per_epoch = max(exp.samples_per_round // prompts_per_step, 1)
+    steps = math.ceil(per_epoch * exp.epochs_per_round)
+    for cap in (dict(preset.grpo).get("max_steps"), exp.training.max_steps):
         if cap is not None and int(cap) > 0:
             steps = min(steps, int(cap))
     return steps, {
         "completions_per_step": completions,
         "num_generations": gens,
         "prompts_per_step": prompts_per_step,
+        "per_device": per_device,
+        "accumulation": accum,
+        "processes": world,
+        "prompts_used_per_epoch": per_epoch * prompts_per_step,
     }
 
 

@@ -201,13 +201,21 @@ def load_policy_backend(model: str | None, experiment: Experiment, instances: Se
 
     if model is not None and model.startswith("scripted:"):
         return load_backend("scripted", model.split(":", 1)[1], instances=instances)
-    return shared_backend(experiment.evaluation.backend, _resolve_model(model), **_model_options(experiment))
+    kind = experiment.evaluation.backend
+    return shared_backend(kind, _resolve_model(model), **_model_options(experiment, kind))
 
 
-def _model_options(experiment: Experiment) -> dict[str, Any]:
-    if experiment.evaluation.enable_thinking is None:
-        return {}
-    return {"enable_thinking": experiment.evaluation.enable_thinking}
+def _model_options(experiment: Experiment, kind: str) -> dict[str, Any]:
+    ev = experiment.evaluation
+    options: dict[str, Any] = {}
+    if ev.enable_thinking is not None:
+        options["enable_thinking"] = ev.enable_thinking
+    if kind == "vllm":
+        if ev.gpu_memory_utilization is not None:
+            options["gpu_memory_utilization"] = ev.gpu_memory_utilization
+        if ev.max_model_len is not None:
+            options["max_model_len"] = ev.max_model_len
+    return options
 
 
 #: One loaded model backend, kept between the round's validation and the engineer's proposal (the ``self``
@@ -275,8 +283,11 @@ def _default_engineer_factory(
                 f"policy {engineer_model!r}; use a non-LLM engineer (fixed, random, threshold) with a "
                 "scripted policy, or drop 'policy'"
             )
+        from envengineer.loop.stages import engineer_backend
+
         resolved = _resolve_model(engineer_model)
-        backend = shared_backend(experiment.evaluation.backend, resolved, **_model_options(experiment))
+        kind = engineer_backend(experiment)  # never a vLLM engine in the loop's process when stages hold GPUs
+        backend = shared_backend(kind, resolved, **_model_options(experiment, kind))
         return make_engineer(spec.kind, model=resolved, backend=backend, **kw)
     if spec.kind == "fixed":
         return make_engineer("fixed", config=round0)
@@ -369,7 +380,7 @@ class LoopRunner:
         self.exp = experiment
         self.rd = RunDir(run_dir)
         self.verifier = Verifier(self.rd, redo_damaged=redo_damaged)
-        self.comps = _complete(components)
+        self.comps = _complete(components, experiment, self.rd.root)
         self.progress = progress
         self.space = self.comps.space
         self.rounds: list[RoundState] = []
@@ -1066,13 +1077,17 @@ def _jsonable(obj: Any) -> Any:
     return repr(obj)
 
 
-def _complete(components: Components | None) -> Components:
+def _complete(components: Components | None, experiment: Experiment, root: Path) -> Components:
+    """Fill missing parts: the experiment's subprocess stages (``launch``), then the in-process defaults."""
+    from envengineer.loop.stages import subprocess_components
+
     comps = replace(components) if components is not None else Components()
     missing = [f.name for f in fields(Components) if f.name != "space" and getattr(comps, f.name) is None]
     if missing:
+        launched = subprocess_components(experiment, root)
         defaults = default_components()
         for name in missing:
-            setattr(comps, name, getattr(defaults, name))
+            setattr(comps, name, launched.get(name, getattr(defaults, name)))
     return comps
 
 

@@ -460,6 +460,8 @@ def read_yaml(path: Path, what: str) -> Any:
         raise ConfigError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
     except YAMLDataError as exc:
         raise ConfigError(f"{path}: cannot read the {what} ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: cannot read the {what} (nested too deeply)") from None
 
 
 def format_validation_error(exc: ValidationError, max_errors: int = 3) -> str:

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envengineer.errors import GenerationError, SolverBudgetExceeded, UnsolvableInstance
+from envengineer.errors import GenerationError, InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.config import RoundConfig, largest_remainder
 from envengineer.mapf.instance import FROZEN, HOLE, Cell, Instance
-from envengineer.mapf.solver import solve
+from envengineer.mapf.solver import MAX_BOARD_SIZE, check_limits, solve
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,28 @@ def sample_board(
         starts.append(s)
         goals.append(g)
     return grid, tuple(divmod(s, size) for s in starts), tuple(divmod(g, size) for g in goals)
+
+
+def check_fit(size: int, num_agents: int) -> None:
+    """Refuse a cell the generator cannot fill: beyond the solver's limits, or more agents than distinct
+    starts and goals fit on (the generator keeps ``2 * num_agents`` cells frozen).
+
+    >>> check_fit(3, 16)
+    Traceback (most recent call last):
+    ...
+    envengineer.errors.GenerationError: 16 agents do not fit on a 3x3 grid: ... or a grid of at least 6x6
+    """
+    try:
+        check_limits(size, num_agents, where=f"{size}x{size} with {num_agents} agents")
+    except InstanceFormatError as exc:
+        raise GenerationError(str(exc)) from None
+    if 2 * num_agents > size * size:
+        side = next((n for n in range(size, MAX_BOARD_SIZE + 1) if n * n >= 2 * num_agents), MAX_BOARD_SIZE)
+        raise GenerationError(
+            f"{num_agents} agents do not fit on a {size}x{size} grid: distinct starts and goals need "
+            f"{2 * num_agents} frozen cells, the grid has {size * size}; use at most {size * size // 2} "
+            f"agents on {size}x{size} or a grid of at least {side}x{side}"
+        )
 
 
 def generate_instance(
@@ -166,6 +188,9 @@ def generate_cell(
         raise GenerationError(f"unknown split {split!r}; use one of {sorted(SPLITS)}")
     if not 0 <= wait_count <= count:
         raise GenerationError(f"wait_count {wait_count} must lie in [0, count={count}]")
+    if seed < 0:
+        raise GenerationError(f"seed must be a non-negative integer, got {seed}")
+    check_fit(size, num_agents)
     prefix = id_prefix or f"{num_agents}agents_{size}x{size}"
     excluded = set(exclude)
     out: list[Instance] = []
@@ -197,6 +222,8 @@ def generate_round(
     Instances may repeat within a round (small boards have few distinct layouts) but never have a hash
     in ``exclude`` (the validation and benchmark sets).
     """
+    for size in config.sizes:
+        check_fit(size, config.num_agents)  # before any board is drawn, so no size waits on another
     alloc = config.allocation()
     excluded = frozenset(exclude)
     bar = _progress(sum(c for c, _ in alloc.values()), progress, f"generating {split}")

@@ -220,7 +220,7 @@ def _cells(value: Any, key: str, where: str) -> tuple[Cell, ...]:
         if any(isinstance(x, bool) or float(x) != int(x) for pair in value for x in pair):
             raise ValueError
         return cells
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InstanceFormatError(f"{where}: '{key}' must be a list of [row, col] integer pairs") from None
 
 
@@ -251,29 +251,47 @@ def _open_text(path: Path, mode: str) -> io.TextIOBase:
 
 
 def iter_instances(path: str | Path) -> Iterator[Instance]:
-    """Read instances from a JSON Lines file (``.jsonl`` or ``.jsonl.gz``), one per non-empty line."""
+    """Read instances from a JSON Lines file (``.jsonl`` or ``.jsonl.gz``), one per non-empty line.
+
+    Every way a file can be wrong (missing, a directory, not UTF-8, not gzip data although named ``.gz``,
+    truncated, a line that is not JSON, nested too deeply or holding a number too long to read) is an
+    :class:`~envengineer.errors.InstanceFormatError` naming the file (and the line).
+    """
     path = Path(path)
     if not path.exists():
         raise InstanceFormatError(f"{path}: no such file")
+    if path.is_dir():
+        raise InstanceFormatError(f"{path}: is a directory; give an instance file (.jsonl or .jsonl.gz)")
     lineno = 0
     try:
         with _open_text(path, "r") as fh:
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
-                where = f"{path}:{lineno}"
-                try:
-                    d = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InstanceFormatError(
-                        f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
-                    ) from None
-                yield Instance.from_dict(d, where=where)
-    except (UnicodeDecodeError, EOFError, OSError, zlib.error) as exc:  # torn gzip or bytes, unreadable
+                yield Instance.from_dict(_json_line(line, f"{path}:{lineno}"), where=f"{path}:{lineno}")
+    except UnicodeDecodeError as exc:
         raise InstanceFormatError(
-            f"{path}: unreadable after line {lineno} ({type(exc).__name__}: {str(exc)[:80]}); "
-            "the file is truncated or corrupt"
+            f"{path}: not UTF-8 text (after line {lineno}, byte {exc.object[exc.start : exc.start + 1]!r}); "
+            "save the file as UTF-8"
         ) from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise InstanceFormatError(
+            f"{path}: not a complete gzip file ({exc}); recreate it, or drop the .gz suffix of a plain file"
+        ) from None
+    except OSError as exc:
+        raise InstanceFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _json_line(line: str, where: str) -> Any:
+    """One JSON value; malformed, too deeply nested or oversized numbers are one-line errors."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InstanceFormatError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise InstanceFormatError(f"{where}: JSON nested too deeply; an instance is a flat object") from None
+    except ValueError as exc:  # e.g. an integer longer than Python's 4,300-digit limit
+        raise InstanceFormatError(f"{where}: not a readable JSON value ({str(exc)[:80]})") from None
 
 
 def load_instances(path: str | Path) -> list[Instance]:
@@ -288,18 +306,31 @@ def load_instances(path: str | Path) -> list[Instance]:
 
 
 def save_instances(instances: Iterable[Instance], path: str | Path) -> Path:
-    """Write instances as JSON Lines (gzip when the name ends in ``.gz``; written deterministically)."""
+    """Write instances as JSON Lines (gzip when the name ends in ``.gz``; written deterministically).
+
+    The file is written next to its target and renamed into place, so a failed write leaves neither a
+    partial file nor the temporary one behind.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise InstanceFormatError(
+            f"{path}: is a directory; give a file name such as {path / 'instances.jsonl'}"
+        )
     tmp = path.with_name(path.name + ".tmp")
-    if path.suffix == ".gz":
-        # mtime=0 and no file name in the header, so the bytes (and the hash) depend only on the content.
-        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz:
-            for inst in instances:
-                gz.write((inst.to_json() + "\n").encode())
-    else:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for inst in instances:
-                fh.write(inst.to_json() + "\n")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".gz":
+            # mtime=0 and no file name in the header, so the bytes (and the hash) depend only on the content.
+            with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz:
+                for inst in instances:
+                    gz.write((inst.to_json() + "\n").encode())
+        else:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                for inst in instances:
+                    fh.write(inst.to_json() + "\n")
+        tmp.replace(path)
+    except OSError as exc:
+        raise InstanceFormatError(f"{path}: cannot write the file ({exc.strerror or exc})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
     return path

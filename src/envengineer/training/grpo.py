@@ -200,6 +200,7 @@ def train_round(
         "steps": trainer.state.global_step,
         "train": dict(output.metrics),
         "timing": timing.summary(),
+        "memory": peak_memory(),
         "log_history": list(trainer.state.log_history),
         "preset": resolved.model_dump(mode="json"),
     }
@@ -351,6 +352,25 @@ def collect_garbage() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def peak_memory() -> dict[str, float | None]:
+    """Peak memory of this process so far: resident set (GB) and, on a GPU, what torch reserved (GB).
+
+    The colocated vLLM engine allocates through torch, so ``gpu_reserved_gb`` includes its weights and
+    KV cache; memory outside torch's allocator (CUDA context, NCCL buffers) is not counted.
+    """
+    import resource
+    import sys
+
+    import torch
+
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kilobytes on Linux, bytes on macOS
+    rss = rss_kb / 1e9 if sys.platform == "darwin" else rss_kb * 1024 / 1e9
+    gpu = None
+    if torch.cuda.is_available():
+        gpu = round(max(torch.cuda.max_memory_reserved(d) for d in range(torch.cuda.device_count())) / 1e9, 3)
+    return {"rss_gb": round(rss, 3), "gpu_reserved_gb": gpu}
 
 
 def write_run_files(out: Path, metrics: dict[str, Any], preset_yaml: str) -> None:

@@ -129,9 +129,51 @@ class GRPOPreset(_Preset):
     reward_shape: RewardShape = Field(
         default="graded", description="Testbed reward shape: graded (default), sparse (paper) or dense."
     )
+    completions_per_step: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Completions per optimizer step over all processes; with it, grpo."
+        "per_device_train_batch_size is the largest micro-batch and gradient_accumulation_steps is computed "
+        "from the number of processes, so a step is the same whatever the GPU count (None: as written).",
+    )
     grpo: dict[str, Any] = Field(
         default_factory=dict, description="Options of trl.GRPOConfig, passed through."
     )
+
+    def batch_shape(self, world_size: int = 1) -> tuple[int, int]:
+        """``(per_device_train_batch_size, gradient_accumulation_steps)`` for ``world_size`` processes.
+
+        With ``completions_per_step`` the micro-batch is the largest divisor of the per-process share that
+        fits ``grpo.per_device_train_batch_size``; without it, the section's values as written.
+
+        >>> p = GRPOPreset.model_validate({"completions_per_step": 64, "grpo": {
+        ...     "per_device_train_batch_size": 16, "num_generations": 8}})
+        >>> p.batch_shape(1), p.batch_shape(2), p.batch_shape(8)
+        ((16, 4), (16, 2), (8, 1))
+
+        Raises:
+            ConfigError: the completions do not split evenly over the processes.
+        """
+        cfg = self.grpo
+        micro = int(cfg.get("per_device_train_batch_size", 8))
+        if self.completions_per_step is None:
+            return micro, int(cfg.get("gradient_accumulation_steps", 1))
+        if "gradient_accumulation_steps" in cfg:
+            raise ConfigError(
+                "grpo.gradient_accumulation_steps is computed from completions_per_step and the number of "
+                "processes; remove one of them"
+            )
+        total, world = self.completions_per_step, max(int(world_size), 1)
+        if total % world:
+            fits = [n for n in range(1, min(total, 4096) + 1) if total % n == 0]
+            raise ConfigError(
+                f"completions_per_step={total} does not split over {world} processes; use a process count "
+                f"that divides it ({', '.join(map(str, fits[:12]))}, ...) or change completions_per_step"
+            )
+        share = total // world
+        accum = next(a for a in range(1, share + 1) if share % a == 0 and share // a <= micro)
+        return share // accum, accum
 
     def trl_options(self) -> dict[str, Any]:
         """The pass-through section, checked against ``trl.GRPOConfig`` (imports trl)."""
@@ -154,6 +196,10 @@ class GRPOPreset(_Preset):
         from trl import GRPOConfig
 
         options = _with_checkpointing_default(self.trl_options())
+        if self.completions_per_step is not None:
+            micro, accum = self.batch_shape(world_size())
+            options["per_device_train_batch_size"] = micro
+            options["gradient_accumulation_steps"] = accum
         template_kwargs = dict(options.pop("chat_template_kwargs", None) or {})
         if "enable_thinking" in template_kwargs:
             raise ConfigError(
@@ -246,6 +292,16 @@ def check_options(options: Mapping[str, Any], config_cls: type, *, section: str)
                 f"{name}.{key} is not an option of {config_cls.__name__} in trl {_trl_version()}{hint} "
                 f"(remove it or rename it; the options are listed in trl's {config_cls.__name__} docs)"
             )
+
+
+def world_size() -> int:
+    """Processes of this run: ``WORLD_SIZE`` as set by torchrun and ``accelerate launch`` (1 without)."""
+    import os
+
+    try:
+        return max(int(os.environ.get("WORLD_SIZE", "1")), 1)
+    except ValueError:
+        return 1
 
 
 def _with_checkpointing_default(options: dict[str, Any]) -> dict[str, Any]:

@@ -45,8 +45,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from envengineer.errors import InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
+from envengineer.errors import ConfigError, InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.instance import Cell, Instance
 from envengineer.mapf.solver.cbs import CBS_NODE_COST, MERGE_SPACE, _cbs, _Merge, _Node
 from envengineer.mapf.solver.grid import (
@@ -66,9 +67,12 @@ __all__ = [
     "JOINT_SPACE",
     "JOINT_SPACE_SOC",
     "JOINT_STATE_COST",
+    "MAX_AGENTS",
+    "MAX_BOARD_SIZE",
     "MERGE_AFTER",
     "MERGE_SPACE",
     "Solution",
+    "check_limits",
     "distance_map",
     "paths_to_actions",
     "shortest_path_lengths",
@@ -80,6 +84,11 @@ logger = logging.getLogger(__name__)
 
 #: Default work limit of one call: about 0.1-0.2 s of CPU on a 2020s laptop core when it runs out.
 DEFAULT_NODE_BUDGET = 30_000
+#: The largest board side and agent count the solver accepts, checked before any work: the distance
+#: tables alone grow with ``agents x side^2`` and are not part of the node budget, so an unchecked
+#: 5,000 x 5,000 board would run for hours before the first search step.
+MAX_BOARD_SIZE = 64
+MAX_AGENTS = 16
 #: Two groups of agents merge (and plan jointly) after this many splits between them, provided that
 #: their joint state space stays within ``MERGE_SPACE`` (see :mod:`~envengineer.mapf.solver.cbs`).
 MERGE_AFTER = 16
@@ -127,6 +136,7 @@ def solve(
     goals: Sequence[Cell],
     *,
     node_budget: int = DEFAULT_NODE_BUDGET,
+    time_limit: float | None = None,
 ) -> Solution:
     """Optimal sum of costs, optimal makespan and an SoC-optimal plan of one board.
 
@@ -137,6 +147,8 @@ def solve(
         node_budget: Work limit of the whole call in units of about one low-level A* expansion (see
             the module docstring); the default settles all but the hardest few percent of crowded
             5-agent boards in about 0.1 s each.
+        time_limit: Wall-clock seconds after which the call gives up (``SolverBudgetExceeded``), whatever
+            budget is left; ``None`` (the default) keeps the answer independent of the machine.
 
     Returns:
         The :class:`Solution`.
@@ -144,13 +156,17 @@ def solve(
     Raises:
         UnsolvableInstance: An agent cannot reach its goal, or the joint search proved that no
             conflict-free plan exists.
-        SolverBudgetExceeded: The searches needed more than ``node_budget``.
-        InstanceFormatError: The board itself is malformed.
+        SolverBudgetExceeded: The searches needed more than ``node_budget`` (or ``time_limit``).
+        InstanceFormatError: The board itself is malformed, or larger than :data:`MAX_BOARD_SIZE` /
+            :data:`MAX_AGENTS`.
+        ConfigError: ``node_budget`` or ``time_limit`` is not positive.
 
     >>> sol = solve(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)])
     >>> sol.soc, sol.makespan, sol.shortest_sum
     (6, 4, 4)
     """
+    check_budget(node_budget, time_limit)
+    check_limits(len(grid), len(starts))
     n = _check_grid(grid)
     if len(starts) != len(goals) or not starts:
         raise InstanceFormatError(f"{len(starts)} starts but {len(goals)} goals; give one of each per agent")
@@ -160,8 +176,6 @@ def solve(
         raise InstanceFormatError(
             "two agents share a start or a goal cell; starts and goals must be distinct"
         )
-    if node_budget < 1:
-        raise ValueError(f"node_budget must be a positive integer, got {node_budget}")
     prob = _Problem(grid, s_ids, g_ids)
     shortest = []
     for i in range(prob.k):
@@ -172,12 +186,17 @@ def solve(
                 "them; put the goal in the start's connected region of frozen cells"
             )
         shortest.append(d)
-    budget = _Budget(node_budget)
+    budget = _Budget(node_budget, time_limit)
     try:
         paths, groups = _solve_soc(prob, budget)
         costs = [_cost(p, g) for p, g in zip(paths, g_ids, strict=True)]
         makespan = _solve_makespan(prob, budget, max(shortest), max(costs), groups)
     except _OutOfBudget:
+        if budget.timed_out:
+            raise SolverBudgetExceeded(
+                f"the optimum was not settled within time_limit={time_limit:g} s; raise the time limit or "
+                "use a board with fewer agents or more room to pass"
+            ) from None
         raise SolverBudgetExceeded(
             f"the optimum was not settled within node_budget={node_budget}; raise node_budget or use a board "
             "with fewer agents or more room to pass"
@@ -186,6 +205,35 @@ def solve(
     horizon = max(costs)
     out = tuple(tuple(divmod(p[t] if t < len(p) else p[-1], n) for t in range(horizon + 1)) for p in paths)
     return Solution(soc=soc, makespan=makespan, shortest_sum=sum(shortest), paths=out)
+
+
+def check_limits(size: int, num_agents: int, *, where: str = "board") -> None:
+    """Refuse a board the solver would not finish: a side above :data:`MAX_BOARD_SIZE` or more than
+    :data:`MAX_AGENTS` agents (checked before any work).
+
+    >>> check_limits(10, 5)
+    >>> check_limits(5000, 2)
+    Traceback (most recent call last):
+    ...
+    envengineer.errors.InstanceFormatError: board: a 5000x5000 grid is larger than the solver takes ...
+    """
+    if size > MAX_BOARD_SIZE:
+        raise InstanceFormatError(
+            f"{where}: a {size}x{size} grid is larger than the solver takes (side at most {MAX_BOARD_SIZE}); "
+            "use a smaller board"
+        )
+    if num_agents > MAX_AGENTS:
+        raise InstanceFormatError(
+            f"{where}: {num_agents} agents are more than the solver takes (at most {MAX_AGENTS}); use fewer"
+        )
+
+
+def check_budget(node_budget: int, time_limit: float | None) -> None:
+    """Refuse a node budget below 1 and a time limit that is not a positive finite number of seconds."""
+    if isinstance(node_budget, bool) or not isinstance(node_budget, int) or node_budget < 1:
+        raise ConfigError(f"node_budget must be a positive integer, got {node_budget!r}")
+    if time_limit is not None and not (0 < time_limit < float("inf")):
+        raise ConfigError(f"time_limit must be a positive number of seconds or None, got {time_limit!r}")
 
 
 def _merged(groups: list[tuple[int, ...]], pair: tuple[int, int]) -> list[tuple[int, ...]]:
@@ -239,6 +287,6 @@ def _solve_makespan(prob: _Problem, budget: _Budget, lb: int, ub: int, groups: l
     return ub
 
 
-def solve_instance(inst: Instance, **kw: int) -> Solution:
+def solve_instance(inst: Instance, **kw: Any) -> Solution:
     """:func:`solve` on an :class:`~envengineer.mapf.instance.Instance` (keyword arguments pass through)."""
     return solve(inst.grid, inst.starts, inst.goals, **kw)

@@ -241,7 +241,7 @@ def _cbs(
                 heapq.heappush(open_, (*key(node), counter, node))
                 continue
         budget.left -= CBS_NODE_COST
-        if budget.left < 0:
+        if budget.left < 0 and budget.exhausted():
             raise _OutOfBudget
         (i, j), (t, kind, a, b), skip, fin = node.chosen  # type: ignore[misc]
         gp = (gof[i], gof[j]) if gof[i] < gof[j] else (gof[j], gof[i])

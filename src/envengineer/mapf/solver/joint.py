@@ -73,7 +73,7 @@ def _plan_group(
                 return _group_paths(parent, state, m)
             old = cur
         budget.left -= JOINT_STATE_COST
-        if budget.left < 0:
+        if budget.left < 0 and budget.exhausted():
             raise _OutOfBudget
         a = kk
         pa = cur[a]
@@ -216,7 +216,7 @@ def _joint_makespan(prob: _Problem, budget: _Budget, lb: int, ub: int) -> int:
         if a == 0 and cur == goals:
             return -negt
         budget.left -= JOINT_STATE_COST
-        if budget.left < 0:
+        if budget.left < 0 and budget.exhausted():
             raise _OutOfBudget
         t = -negt + (1 if a == 0 else 0)  # a step is paid when its first agent moves
         moved = cur[:a]

@@ -5,19 +5,49 @@ conflict-avoidance table, decision diagrams (MDDs) and the joint state-space est
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Sequence
 
 from envengineer.mapf.solver.grid import _INF, _bfs, _neighbours
 
 
 class _Budget:
-    """Work counters shared by all searches of one ``solve`` call."""
+    """Work counters shared by all searches of one ``solve`` call, with an optional wall-clock deadline.
 
-    __slots__ = ("left", "total")
+    The searches spend ``left`` and stop when it drops below zero, unless :meth:`exhausted` says otherwise.
+    Without a deadline ``left`` is the whole budget, so the answer does not depend on the machine. With one,
+    the budget is handed out in chunks of ``CHUNK`` units and the clock is read only when a chunk runs out:
+    the hot loops stay as cheap as before and the call ends by the deadline (give or take one chunk).
+    """
 
-    def __init__(self, node_budget: int) -> None:
+    __slots__ = ("deadline", "left", "reserve", "total")
+
+    CHUNK = 4_000
+
+    def __init__(self, node_budget: int, time_limit: float | None = None) -> None:
         self.total = node_budget
-        self.left = node_budget
+        if time_limit is None:
+            self.deadline = None
+            self.left = node_budget
+            self.reserve = 0
+        else:
+            self.deadline = time.monotonic() + time_limit
+            self.left = min(node_budget, self.CHUNK)
+            self.reserve = node_budget - self.left
+
+    def exhausted(self) -> bool:
+        """Called when ``left < 0``: refill from the reserve while time remains; True when work must stop."""
+        while self.left < 0 and self.reserve > 0:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                return True
+            take = min(self.reserve, self.CHUNK)
+            self.reserve -= take
+            self.left += take
+        return self.left < 0
+
+    @property
+    def timed_out(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
 
 
 class _OutOfBudget(Exception):
