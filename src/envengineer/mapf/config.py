@@ -462,6 +462,8 @@ def read_yaml(path: Path, what: str) -> Any:
         raise ConfigError(f"{path}: cannot read the {what} ({exc})") from None
     except RecursionError:
         raise ConfigError(f"{path}: cannot read the {what} (nested too deeply)") from None
+    except ValueError as exc:  # e.g. an integer longer than Python's 4,300-digit limit
+        raise ConfigError(f"{path}: cannot read the {what} ({' '.join(str(exc).split())[:120]})") from None
 
 
 def format_validation_error(exc: ValidationError, max_errors: int = 3) -> str:
