@@ -59,9 +59,9 @@ def test_run_key_compares_what_a_run_does() -> None:
 def test_suite_dry_run_prints_plan_and_cost(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["suite", str(ROOT / "experiments/gpu"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "16 experiment files, 13 distinct runs, 3 repeats skipped" in out
+    assert "19 experiment files, 16 distinct runs, 3 repeats skipped" in out
     assert "| gpu-main-self | ablation-v6, details-bookkeeping, engineer-self, main-self |" in out
-    assert "total: 36,000 GRPO steps (each file on its own: 45,000)" in out
+    assert "total: 42,000 GRPO steps (each file on its own: 51,000)" in out
     assert "none (0 round(s): no proposal)" in out  # main-base
     assert "without an estimate" in out
     assert main(["suite", str(ROOT / "experiments/gpu"), "--dry-run", "--only", "engineer-self"]) == 0

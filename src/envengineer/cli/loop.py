@@ -245,8 +245,8 @@ def cmd_suite(args: argparse.Namespace) -> int:
     print(
         (f"time: about {sum(known) / 60:.0f} min on 2 CPU cores" if known else "time: no estimate")
         + (
-            f"; {unknown} run(s) without an estimate (rates are measured for the embedded model on CPU "
-            "only: GPU presets, other models and remote engineers have none)"
+            f"; {unknown} run(s) without an estimate (rates are measured on CPU for the embedded model and "
+            "policy:tiny only: GPU presets, other models and remote engineers have none)"
             if unknown
             else ""
         )
