@@ -100,6 +100,7 @@ def test_experiment_file_runs_the_loop(path: Path, sets: dict[str, Path], tmp_pa
 
     stages = [(e.round, e.stage) for e in RunDir(run).entries()]
     warm = [(None, "warm_start")] if exp.warm_start.enabled and not exp.scripted else []
+    warm += [(None, "start_validation")] if exp.validation.start else []
     assert stages == warm + [(r, s) for r in range(exp.rounds) for s in ROUND_STAGES] + [(None, "benchmark")]
     assert summary["n"] == sum(1 for _ in sets["benchmark"].open())
     for r in range(1, exp.rounds):
