@@ -282,8 +282,10 @@ def named_policy_path(name: str) -> Path:
 
 def is_small_policy(model: str | Path | None) -> bool:
     """True for a local folder made by :func:`init_policy` (or trained from one)."""
-    if model is None or is_policy_name(str(model)):
-        return model is not None
+    if model is None:
+        return False
+    if is_policy_name(str(model)):
+        return True
     config = Path(model) / "config.json"
     try:
         return PROMPT_STYLE_KEY in json.loads(config.read_text(encoding="utf-8"))
