@@ -286,11 +286,10 @@ def is_small_policy(model: str | Path | None) -> bool:
         return False
     if is_policy_name(str(model)):
         return True
-    config = Path(model) / "config.json"
     try:
-        return PROMPT_STYLE_KEY in json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
-        return False
+        return prompt_style_of(model) is not None
+    except ConfigError:  # the folder records a style, just not one we know: still a small policy
+        return True
 
 
 def prompt_style_of(model: str | Path | None) -> PromptStyle | None:
