@@ -454,20 +454,13 @@ def test_loop_with_real_training_evaluation_and_self_engineer(tmp_path: Path, se
     its own engineer (its answers are noise, so it falls back; what matters is that everything is wired)."""
     pytest.importorskip("trl")
     try:
-        from test_training import _CPU, build_tiny_model
+        from test_training import build_tiny_model, write_tiny_grpo_preset
     except ImportError:
         pytest.skip("tests/test_training.py (the tiny model) is not importable")
-    import yaml
-
     from envengineer.mapf.config import ConfigSpace
 
     model = build_tiny_model(tmp_path / "tiny")
-    preset = tmp_path / "grpo-tiny.yaml"
-    preset.write_text(yaml.safe_dump({
-        "kind": "grpo", "reward_shape": "dense", "max_prompt_length": None, "max_completion_length": 8,
-        "lora": {"enabled": False},
-        "grpo": {"learning_rate": 1e-2, "per_device_train_batch_size": 2, "num_generations": 2, **_CPU},
-    }))  # fmt: skip
+    preset = write_tiny_grpo_preset(tmp_path / "grpo-tiny.yaml")
     exp = make_experiment(
         sets, policy=None, model=str(model), rounds=2, samples_per_round=2,
         training={"preset": str(preset), "max_steps": 1},

@@ -120,22 +120,15 @@ def test_loop_end_to_end_through_subprocesses_with_two_torchrun_processes(tmp_pa
     pytest.importorskip("trl")
     import os
 
-    import yaml
-
     from envengineer.loop.rundir import RunDir, read_json
     from envengineer.loop.runner import Components, run_experiment
     from envengineer.mapf.config import ConfigSpace
     from small_sets import write_small_sets
-    from test_training import _CPU, build_tiny_model
+    from test_training import build_tiny_model, write_tiny_grpo_preset
 
     sets = write_small_sets(tmp_path, 11)
     model = build_tiny_model(tmp_path / "tiny")
-    preset = tmp_path / "grpo-tiny.yaml"
-    preset.write_text(yaml.safe_dump({
-        "kind": "grpo", "reward_shape": "dense", "max_prompt_length": None, "max_completion_length": 8,
-        "lora": {"enabled": False},
-        "grpo": {"learning_rate": 1e-2, "per_device_train_batch_size": 2, "num_generations": 2, **_CPU},
-    }))  # fmt: skip
+    preset = write_tiny_grpo_preset(tmp_path / "grpo-tiny.yaml")
     exp = Experiment.model_validate({
         "name": "t-stages", "model": str(model), "rounds": 2, "samples_per_round": 4,
         "training": {"preset": str(preset), "max_steps": 1},

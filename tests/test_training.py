@@ -85,6 +85,18 @@ def tiny_instances() -> list[Instance]:
     ]
 
 
+def write_tiny_grpo_preset(path: Path) -> Path:
+    """A GRPO preset file for the tiny model: full training, dense reward, 2 completions per step."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({
+        "kind": "grpo", "reward_shape": "dense", "max_prompt_length": None, "max_completion_length": 8,
+        "lora": {"enabled": False},
+        "grpo": {"learning_rate": 1e-2, "per_device_train_batch_size": 2, "num_generations": 2, **_CPU},
+    }))  # fmt: skip
+    return path
+
+
 def grpo_preset(*, lora: bool) -> dict:
     return {
         "reward_shape": "dense",
