@@ -12,8 +12,8 @@ import pytest
 from envengineer.cli import main
 from envengineer.errors import ConfigError
 from envengineer.loop.experiment import Experiment, preflight
-from envengineer.loop.integrity import DamagedRunError, file_digest
-from envengineer.loop.rundir import RunDir, read_json
+from envengineer.loop.integrity import DamagedRunError
+from envengineer.loop.rundir import RunDir, file_digest, read_json
 from envengineer.loop.runner import LoopRunner, run_experiment
 from small_sets import write_small_sets
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envengineer.cli.args import nonneg_int
+from envengineer.argtypes import nonneg_int
 from envengineer.errors import ConfigError, InstanceFormatError
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from envengineer.cli.args import nonneg_int, pos_float, pos_int
+from envengineer.argtypes import nonneg_int, pos_float, pos_int
 from envengineer.errors import ConfigError, InstanceFormatError
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envengineer.cli.args import nonneg_int, pos_float, pos_int
+from envengineer.argtypes import nonneg_int, pos_float, pos_int
 
 if TYPE_CHECKING:
     from envengineer.training.grpo import TrainResult

@@ -21,26 +21,27 @@ from envengineer.engineer.context import (
     VARIANTS,
     ContextSpec,
     HistoryEntry,
-    context_sections,
     context_spec,
     per_size_failures,
     per_size_rates,
-    render_context,
 )
 from envengineer.engineer.curriculum import ThresholdCurriculum
+from envengineer.engineer.decision import Attempt, Engineer, EngineerDecision, EngineerKind, EngineerRequest
 from envengineer.engineer.engineers import (
-    Attempt,
-    Engineer,
-    EngineerDecision,
-    EngineerKind,
-    EngineerRequest,
     FixedEngineer,
     LLMEngineer,
     RandomEngineer,
     default_params,
     make_engineer,
 )
-from envengineer.engineer.prompt import answer_schema, build_messages, build_user_prompt, render_config
+from envengineer.engineer.prompt import (
+    answer_schema,
+    build_messages,
+    build_user_prompt,
+    context_sections,
+    render_config,
+    render_context,
+)
 from envengineer.engineer.proposal import ParsedAnswer, check_answer, parse_answer
 
 __all__ = [

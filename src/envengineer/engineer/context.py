@@ -26,15 +26,12 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.config import RoundConfig, format_validation_error
-
-if TYPE_CHECKING:
-    from envengineer.engineer.engineers import EngineerRequest
 
 TrainingDetail = Literal["none", "bookkeeping", "full"]
 
@@ -556,36 +553,3 @@ def render_training_details(
             if key not in BOOKKEEPING_KEYS and key not in FULL_KEYS:
                 lines.append(f"- {key}: {_value(details[key])}")
     return "\n".join(lines)
-
-
-# -- the whole context ------------------------------------------------------------------------------------
-def context_sections(request: EngineerRequest) -> list[tuple[str, str]]:
-    """The enabled modules as ``(code, text)`` pairs, in the order F, G, H, S, T."""
-    spec = request.context
-    out: list[tuple[str, str]] = []
-    if spec.failures:
-        out.append(("F", render_failures(request.report)))
-    if spec.guidelines:
-        out.append(("G", render_guidelines()))
-    if spec.history:
-        current = HistoryEntry.from_report(request.round_index, request.config, request.report)
-        out.append(
-            ("H", render_history(request.history, current, include_default=spec.history_include_default))
-        )
-    if spec.self_summary:
-        out.append(("S", render_self_summary(request.previous_rationale)))
-    if spec.training_details != "none":
-        out.append(
-            (
-                "T",
-                render_training_details(
-                    request.round_index, request.training, spec.training_details, request.config
-                ),
-            )
-        )
-    return out
-
-
-def render_context(request: EngineerRequest) -> str:
-    """The enabled context modules as one Markdown text (sections separated by a blank line)."""
-    return "\n\n".join(text for _, text in context_sections(request))

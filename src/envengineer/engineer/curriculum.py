@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from envengineer.engineer.context import per_size_rates
-from envengineer.engineer.engineers import EngineerDecision, EngineerRequest
+from envengineer.engineer.decision import EngineerDecision, EngineerRequest
 from envengineer.errors import ConfigError
 from envengineer.mapf.config import ConfigSpace, RoundConfig
 

@@ -20,13 +20,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from envengineer.engineer.context import render_context
+from envengineer.engineer.context import (
+    HistoryEntry,
+    render_failures,
+    render_guidelines,
+    render_history,
+    render_self_summary,
+    render_training_details,
+)
+from envengineer.engineer.decision import EngineerRequest
 from envengineer.mapf.config import HOLE_RATIO_MAX, ConfigSpace, RoundConfig, SizeConfig
-
-if TYPE_CHECKING:
-    from envengineer.engineer.engineers import EngineerRequest
 
 SchemaStyle = Literal["compact", "json"]
 Message = dict[str, str]
@@ -221,3 +226,36 @@ def build_retry_messages(
     msgs.append({"role": "assistant", "content": response})
     msgs.append({"role": "user", "content": feedback})
     return msgs
+
+
+# -- the whole context ------------------------------------------------------------------------------------
+def context_sections(request: EngineerRequest) -> list[tuple[str, str]]:
+    """The enabled modules as ``(code, text)`` pairs, in the order F, G, H, S, T."""
+    spec = request.context
+    out: list[tuple[str, str]] = []
+    if spec.failures:
+        out.append(("F", render_failures(request.report)))
+    if spec.guidelines:
+        out.append(("G", render_guidelines()))
+    if spec.history:
+        current = HistoryEntry.from_report(request.round_index, request.config, request.report)
+        out.append(
+            ("H", render_history(request.history, current, include_default=spec.history_include_default))
+        )
+    if spec.self_summary:
+        out.append(("S", render_self_summary(request.previous_rationale)))
+    if spec.training_details != "none":
+        out.append(
+            (
+                "T",
+                render_training_details(
+                    request.round_index, request.training, spec.training_details, request.config
+                ),
+            )
+        )
+    return out
+
+
+def render_context(request: EngineerRequest) -> str:
+    """The enabled context modules as one Markdown text (sections separated by a blank line)."""
+    return "\n\n".join(text for _, text in context_sections(request))

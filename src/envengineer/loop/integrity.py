@@ -22,36 +22,17 @@ run killed in the middle of redoing still knows, on the next resume, what it mus
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envengineer.errors import ConfigError
-
-if TYPE_CHECKING:
-    from envengineer.loop.rundir import LedgerEntry, RunDir
+from envengineer.loop.rundir import LedgerEntry, RunDir, file_digest
 
 log = logging.getLogger(__name__)
 
 
 class DamagedRunError(ConfigError):
     """A file a resumed run would reuse differs from what the ledger recorded (changed, truncated, gone)."""
-
-
-def file_digest(path: str | Path) -> str:
-    """``sha256:<hex>`` of a file's bytes, read in blocks.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x"; _ = p.write_bytes(b"abc")
-    >>> file_digest(p)[:15]
-    'sha256:ba7816bf'
-    """
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return f"sha256:{h.hexdigest()}"
 
 
 def latest_hash(rd: RunDir, name: str) -> tuple[str, LedgerEntry] | None:

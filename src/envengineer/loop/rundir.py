@@ -25,6 +25,7 @@ its ledger line exists; its files are always written before that line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -189,6 +190,21 @@ class LedgerEntry:
         return out
 
 
+def file_digest(path: str | Path) -> str:
+    """``sha256:<hex>`` of a file's bytes, read in blocks.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x"; _ = p.write_bytes(b"abc")
+    >>> file_digest(p)[:15]
+    'sha256:ba7816bf'
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return f"sha256:{h.hexdigest()}"
+
+
 class RunDir:
     """Paths and records of one run; the ledger is the only record of what finished.
 
@@ -302,8 +318,6 @@ class RunDir:
         return entry
 
     def _hashes(self, paths: dict[str, str | Path]) -> dict[str, str]:
-        from envengineer.loop.integrity import file_digest
-
         out: dict[str, str] = {}
         for path in [*(Path(p) for p in paths.values()), *(self.root / name for name in FIXED_INPUTS)]:
             if path.is_file():

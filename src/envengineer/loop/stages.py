@@ -348,8 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     import argparse
 
-    from envengineer.cli import describe_error
-    from envengineer.cli.args import nonneg_int
+    from envengineer.argtypes import nonneg_int
+    from envengineer.errors import describe_error
 
     p = argparse.ArgumentParser(prog="python -m envengineer.loop.stages", description=main.__doc__)
     sub = p.add_subparsers(dest="command", required=True)

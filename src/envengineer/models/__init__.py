@@ -10,16 +10,9 @@ that needs them is built.
 
 from __future__ import annotations
 
-from envengineer.models.base import (
-    BACKENDS,
-    ChatBackend,
-    Completion,
-    Conversation,
-    ModelError,
-    SamplingParams,
-    load_backend,
-)
+from envengineer.models.base import ChatBackend, Completion, Conversation, ModelError, SamplingParams
 from envengineer.models.embedded import embedded_model_path, resolve_model
+from envengineer.models.registry import BACKENDS, load_backend
 
 __all__ = [
     "BACKENDS",

