@@ -37,8 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from envengineer.loop.experiment import demo_experiment
-from envengineer.loop.runner import LoopRunner, RoundState, round_seed
+from envengineer.loop.demo import demo_experiment
+from envengineer.loop.runner import LoopRunner
+from envengineer.loop.seeds import round_seed
+from envengineer.loop.stages.config import build_request
+from envengineer.loop.state import RoundState
 
 GOOD_ANSWER = json.dumps({
     "rationale": "Most failures are vertex conflicts at 6x6 and above: more mid-size boards that need "
@@ -85,7 +88,7 @@ def micro(repeat: int, with_model: bool, samples: int) -> dict[str, float]:
     runner.rounds = [RoundState(index=0, config=runner.round0, validation=report, source="round0")]
 
     def context() -> Any:
-        request = runner.build_request(1)
+        request = build_request(runner, 1)
         return request, build_messages(request)
 
     out: dict[str, float] = {"validation set (built once per run, not per round)": setup_s}

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from envengineer.loop.components import Components, default_components
 from envengineer.loop.experiment import Experiment, load_experiment
 from envengineer.loop.rundir import ROUND_STAGES, RunDir, read_json
-from envengineer.loop.runner import Components, default_components, run_experiment
+from envengineer.loop.runner import run_experiment
 from small_sets import write_small_sets
 
 pytest.importorskip("envengineer.evaluation")

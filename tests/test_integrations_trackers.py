@@ -115,7 +115,8 @@ def test_round_scalars_and_which_trackers_get_loop_metrics(tmp_path):
 def test_loop_writes_per_round_metrics_read_back_from_event_files(tmp_path, sets):
     import yaml
 
-    from envengineer.loop.runner import Components, run_experiment
+    from envengineer.loop.components import Components
+    from envengineer.loop.runner import run_experiment
 
     seen: list[Any] = []
 

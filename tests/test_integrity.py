@@ -11,8 +11,9 @@ import pytest
 
 from envengineer.cli import main
 from envengineer.errors import ConfigError
-from envengineer.loop.experiment import Experiment, preflight
+from envengineer.loop.experiment import Experiment
 from envengineer.loop.integrity import DamagedRunError
+from envengineer.loop.plan import preflight
 from envengineer.loop.rundir import RunDir, file_digest, read_json
 from envengineer.loop.runner import LoopRunner, run_experiment
 from small_sets import write_small_sets
@@ -185,7 +186,7 @@ def test_empty_benchmark_file_is_an_error_before_anything_runs(sets: dict[str, P
 def test_edited_rationale_is_found(sets: dict[str, Path], tmp_path: Path) -> None:
     import json
 
-    from envengineer.loop.runner import Components
+    from envengineer.loop.components import Components
     from test_loop import GOOD_1, GOOD_2, ScriptedChat, scripted_factory
 
     run = tmp_path / "run"
@@ -215,7 +216,7 @@ def test_truncated_instance_files_are_one_line_errors(
 
 
 def test_a_redo_killed_midway_is_finished_by_a_plain_resume(run: Path, reference: Path) -> None:
-    from envengineer.loop.runner import Components, _default_evaluator
+    from envengineer.loop.components import Components, _default_evaluator
 
     path = run / "validation_set.jsonl"
     data = path.read_bytes()

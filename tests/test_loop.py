@@ -12,9 +12,13 @@ from typing import Any
 import pytest
 
 from envengineer.errors import ConfigError
-from envengineer.loop.experiment import EngineerSettings, Experiment, plan
+from envengineer.loop.components import Components
+from envengineer.loop.experiment import EngineerSettings, Experiment
+from envengineer.loop.plan import plan
 from envengineer.loop.rundir import ROUND_STAGES, RunDir, read_json, read_jsonl
-from envengineer.loop.runner import Components, LoopRunner, round_seed, run_experiment, select_benchmark
+from envengineer.loop.runner import LoopRunner, run_experiment
+from envengineer.loop.seeds import round_seed
+from envengineer.loop.sets import select_benchmark
 from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.instance import load_instances
 from small_sets import write_small_sets
@@ -368,7 +372,8 @@ def test_plan_counts() -> None:
 
 
 def test_cpu_time_estimate() -> None:
-    from envengineer.loop.experiment import CPU_RATES, demo_experiment
+    from envengineer.loop.demo import demo_experiment
+    from envengineer.loop.plan import CPU_RATES
 
     r = CPU_RATES
     demo = plan(demo_experiment(smollm2=True))
@@ -386,7 +391,8 @@ def test_cpu_time_estimate() -> None:
 
 
 def test_cpu_time_estimate_of_the_small_policy_demo() -> None:
-    from envengineer.loop.experiment import SMALL_POLICY_CPU_RATES, demo_experiment
+    from envengineer.loop.demo import demo_experiment
+    from envengineer.loop.plan import SMALL_POLICY_CPU_RATES
 
     r = SMALL_POLICY_CPU_RATES
     p = plan(demo_experiment())

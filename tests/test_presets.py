@@ -198,7 +198,8 @@ def test_gpu_preset_keeps_64_completions_per_step_whatever_the_gpu_count(
 
 def test_plan_counts_the_same_steps_on_one_and_eight_gpus() -> None:
     """1,000 steps per round (2 epochs x 4,000 prompts / 8 per step) on 1 or 8 GPUs; 3 GPUs are refused."""
-    from envengineer.loop.experiment import grpo_steps, load_experiment, preflight
+    from envengineer.loop.experiment import load_experiment
+    from envengineer.loop.plan import grpo_steps, preflight
 
     exp = load_experiment(Path(__file__).parents[1] / "experiments" / "gpu" / "main-self.yaml")
     for processes in (1, 2, 8):

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from envengineer.loop.components import Components
 from envengineer.loop.experiment import Experiment
 from envengineer.loop.rundir import RunDir
-from envengineer.loop.runner import Components, run_experiment
+from envengineer.loop.runner import run_experiment
 from small_sets import write_small_sets
 
 pytest.importorskip("matplotlib")

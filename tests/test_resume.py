@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-import envengineer.loop.runner as runner
+import envengineer.loop.components as components_module
 from envengineer.cli import main
 
 
@@ -85,7 +85,7 @@ def evaluator(model, instances, *, out_dir, experiment, seed, progress):
     return report
 
 
-_real = runner.default_components
+_real = components_module.default_components
 
 
 def components():
@@ -95,7 +95,7 @@ def components():
     return c
 
 
-runner.default_components = components
+components_module.default_components = components
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from envengineer.cli import main
-from envengineer.loop import stages
+from envengineer.loop import launch as stages
 from envengineer.loop.experiment import Experiment, load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -120,8 +120,9 @@ def test_loop_end_to_end_through_subprocesses_with_two_torchrun_processes(tmp_pa
     pytest.importorskip("trl")
     import os
 
+    from envengineer.loop.components import Components
     from envengineer.loop.rundir import RunDir, read_json
-    from envengineer.loop.runner import Components, run_experiment
+    from envengineer.loop.runner import run_experiment
     from envengineer.mapf.config import ConfigSpace
     from small_sets import write_small_sets
     from test_training import build_tiny_model, write_tiny_grpo_preset
@@ -159,7 +160,7 @@ def test_loop_end_to_end_through_subprocesses_with_two_torchrun_processes(tmp_pa
 
 
 def test_evaluation_memory_settings_reach_the_vllm_engine_only() -> None:
-    from envengineer.loop.runner import _model_options
+    from envengineer.loop.components import _model_options
 
     exp = experiment(evaluation={"backend": "vllm", "gpu_memory_utilization": 0.6, "max_model_len": 4096})
     assert _model_options(exp, "vllm") == {"gpu_memory_utilization": 0.6, "max_model_len": 4096}

@@ -17,8 +17,9 @@ import pytest
 
 from envengineer.errors import InstanceFormatError
 from envengineer.evaluation import stratified_subset
-from envengineer.loop.experiment import DEMO, DEMO_SMOLLM2, Experiment, load_experiment
-from envengineer.loop.runner import select_benchmark
+from envengineer.loop.demo import DEMO, DEMO_SMOLLM2
+from envengineer.loop.experiment import Experiment, load_experiment
+from envengineer.loop.sets import select_benchmark
 from envengineer.mapf.benchmark import PER_CELL, SUBSETS, cells, draw_subset, load_benchmark
 from envengineer.mapf.generator import counts_for
 from envengineer.mapf.instance import Instance

@@ -173,7 +173,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from envengineer.loop.experiment import DEMO, DEMO_SMOLLM2, Experiment, parse_override, set_dotted
+    from envengineer.loop.demo import DEMO, DEMO_SMOLLM2
+    from envengineer.loop.experiment import Experiment, parse_override, set_dotted
 
     data = json.loads(json.dumps(DEMO_SMOLLM2 if args.smollm2 else DEMO))
     for s in args.set:
@@ -207,7 +208,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
-    from envengineer.loop.experiment import parse_override, preflight
+    from envengineer.loop.experiment import parse_override
+    from envengineer.loop.plan import preflight
     from envengineer.loop.suite import (
         link_aliases,
         suite_files,
@@ -344,7 +346,7 @@ def _execute(
 
 
 def _print_plan(exp: object, out: Path) -> None:
-    from envengineer.loop.experiment import plan, preflight
+    from envengineer.loop.plan import plan, preflight
 
     preflight(exp)  # type: ignore[arg-type]  # the checks `run` makes: a plan `run` would reject is an error
     p = plan(exp)  # type: ignore[arg-type]
@@ -405,7 +407,7 @@ def _print_training(p: dict, steps: int | None) -> None:
 
 
 def _print_stages(exp: object, out: Path) -> None:
-    from envengineer.loop.stages import evaluates_in_subprocess, launcher, planned_commands, uses_subprocesses
+    from envengineer.loop.launch import evaluates_in_subprocess, launcher, planned_commands, uses_subprocesses
 
     trains = uses_subprocesses(exp)  # type: ignore[arg-type]
     evals = evaluates_in_subprocess(exp)  # type: ignore[arg-type]

@@ -7,9 +7,12 @@
 
 from __future__ import annotations
 
-from envengineer.loop.experiment import CONTEXT_VARIANTS, Experiment, demo_experiment, load_experiment, plan
+from envengineer.loop.components import Components
+from envengineer.loop.demo import demo_experiment
+from envengineer.loop.experiment import CONTEXT_VARIANTS, Experiment, load_experiment
+from envengineer.loop.plan import plan
 from envengineer.loop.rundir import RunDir
-from envengineer.loop.runner import Components, LoopRunner, run_experiment
+from envengineer.loop.runner import LoopRunner, run_experiment
 
 __all__ = [
     "CONTEXT_VARIANTS",

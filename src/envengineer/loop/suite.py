@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from envengineer.errors import ConfigError
-from envengineer.loop.experiment import Experiment, load_experiment, plan
+from envengineer.loop.experiment import Experiment, load_experiment
+from envengineer.loop.plan import plan
 
 
 @dataclass

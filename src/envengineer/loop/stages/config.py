@@ -1,0 +1,189 @@
+"""Stage ``config``: round 0's random default, or the engineer's projected proposal for a later round."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from envengineer.errors import ConfigError
+from envengineer.loop.records import field_of, to_jsonable
+from envengineer.loop.rundir import atomic_write_json, atomic_write_text
+from envengineer.loop.state import Loop, RoundState
+from envengineer.mapf.config import RoundConfig
+
+log = logging.getLogger(__name__)
+
+#: How each reward shape scores a plan (for the T=full context).
+_REWARD_TEXT: dict[str, str] = {
+    "sparse": "1 for a valid plan and a bonus for an optimal one, 0 otherwise (as in the paper)",
+    "graded": "credit for a parseable, valid and optimal plan, graded between them",
+    "dense": "credit for each validity check passed in order and for each agent that ends on its goal",
+}
+
+_HYPER_KEYS = (
+    "learning_rate",
+    "num_generations",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "temperature",
+    "beta",
+    "epsilon",
+    "loss_type",
+    "lr_scheduler_type",
+    "max_grad_norm",
+)
+
+
+def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
+    r = state.index
+    d = loop.rd.round_dir(r)
+    if r == 0:
+        config = loop.round0
+        raw: Any = {"source": "round0 random default", "seed": loop.exp.seeds.config}
+        projection: dict[str, Any] = {
+            "source": "round0",
+            "raw": raw,
+            "changes": [],
+            "errors": [],
+            "fell_back": False,
+            "config": config.model_dump(mode="json"),
+        }
+        state.source = "round0"
+        info: dict[str, Any] = {"source": "round0"}
+    else:
+        decision = ask_engineer(loop, r)
+        record = decision.to_dict() if hasattr(decision, "to_dict") else to_jsonable(decision)
+        config = field_of(decision, "config")
+        if not isinstance(config, RoundConfig):
+            config = RoundConfig.model_validate(config)
+        if (config.num_agents, config.num_samples) != (loop.exp.num_agents, loop.exp.samples_per_round):
+            raise ConfigError(
+                f"round {r}: the engineer changed num_agents/num_samples, which the experiment "
+                "sets; fix the engineer (projection keeps them)"
+            )
+        raw = record.get("raw_proposal")
+        state.source = f"engineer:{loop.exp.engineer.kind}"
+        projection = {
+            "source": state.source,
+            "raw": raw,
+            "changes": list(record.get("changes") or []),
+            "errors": list(record.get("errors") or []),
+            "issues": list((record.get("details") or {}).get("issues") or []),
+            "fell_back": bool(record.get("fell_back")),
+            "fallback_reason": record.get("fallback_reason"),
+            "attempts": len(record.get("attempts") or []),
+            "config": config.model_dump(mode="json"),
+        }
+        write_engineer(d / "engineer", record)
+        state.rationale = record.get("rationale")
+        info = {
+            "source": state.source,
+            "fell_back": projection["fell_back"],
+            "attempts": projection["attempts"],
+            "changes": len(projection["changes"]),
+            "seconds": record.get("seconds"),
+        }
+    atomic_write_json(d / "proposal.raw.json", raw)
+    atomic_write_json(d / "projection.json", projection)
+    atomic_write_text(d / "config.applied.yaml", config.to_yaml())
+    state.config = config
+    paths: dict[str, Any] = {"config": d / "config.applied.yaml", "projection": d / "projection.json"}
+    if (d / "engineer" / "rationale.txt").exists():  # read back on resume (the S module): hashed too
+        paths["rationale"] = d / "engineer" / "rationale.txt"
+    return paths, info
+
+
+def load(loop: Loop, state: RoundState, entry: Any) -> None:
+    d = loop.rd.round_dir(state.index)
+    state.config = RoundConfig.load(d / "config.applied.yaml")
+    state.source = str(entry.info.get("source", ""))
+    rationale = d / "engineer" / "rationale.txt"
+    state.rationale = rationale.read_text(encoding="utf-8").strip() if rationale.exists() else None
+
+
+def ask_engineer(loop: Loop, r: int) -> Any:
+    prev = loop.rounds[r - 1]
+    current_model = prev.checkpoint
+    engineer = loop.comps.engineer_factory(loop.exp, model=current_model, round=r, round0=loop.round0)
+    request = build_request(loop, r)
+    decision = engineer.propose(request)
+    if field_of(decision, "config", None) is None:
+        raise ConfigError(f"the {loop.exp.engineer.kind} engineer returned no configuration for round {r}")
+    return decision
+
+
+def build_request(loop: Loop, r: int) -> Any:
+    """The engineer's input for proposing round ``r``: everything known once round ``r - 1`` finished."""
+    from envengineer.engineer.context import HistoryEntry, context_spec
+    from envengineer.engineer.engineers import EngineerRequest
+
+    prev = loop.rounds[r - 1]
+    history = [
+        HistoryEntry.from_report(s.index, s.config, s.validation, is_default=s.source == "round0")
+        for s in loop.rounds[: r - 1]
+    ]
+    report = {k: v for k, v in (prev.validation or {}).items() if k != "verdicts"} or None
+    return EngineerRequest(
+        round_index=r - 1,
+        config=prev.config,
+        report=report,
+        space=loop.space,
+        history=history,
+        previous_rationale=prev.rationale,
+        training=training_details(loop, r - 1),
+        context=context_spec(loop.exp.engineer.context.switches()),
+    )
+
+
+def training_details(loop: Loop, r: int) -> dict[str, Any]:
+    """Facts for the T module: bookkeeping keys always, the RL details (read only by ``T=full``) after.
+
+    Bookkeeping: ``total_rounds``, ``epochs``, ``num_samples``, ``num_agents``. Full adds ``algorithm``,
+    ``objective``, ``reward`` and ``hyperparameters`` (from the training preset when it is readable).
+    """
+    exp = loop.exp
+    details: dict[str, Any] = {
+        "total_rounds": exp.rounds,
+        "epochs": exp.epochs_per_round,
+        "num_samples": exp.samples_per_round,
+        "num_agents": exp.num_agents,
+        "algorithm": "GRPO (group relative policy optimisation, TRL GRPOTrainer)",
+        "objective": "maximise the mean reward of sampled plans relative to their group "
+        "(advantage = reward minus the group mean, divided by the group's standard deviation)",
+    }
+    try:
+        from envengineer.training.presets import load_preset
+
+        preset = load_preset(exp.training.preset, "grpo")
+    except Exception as exc:  # no training extra or an unreadable preset: bookkeeping works
+        log.debug("training preset not readable for the full training details: %s", exc)
+        return details
+    shape = getattr(preset, "reward_shape", None)
+    details["reward"] = f"{shape}: " + _REWARD_TEXT.get(str(shape), "the testbed's reward on validated plans")
+    hyper = {k: v for k, v in dict(getattr(preset, "grpo", {}) or {}).items() if k in _HYPER_KEYS}
+    hyper["max_completion_length"] = getattr(preset, "max_completion_length", None)
+    lora = getattr(preset, "lora", None)
+    if lora is not None and getattr(lora, "enabled", False):
+        hyper["lora_rank"] = lora.r
+    if exp.training.max_steps:
+        hyper["max_steps"] = exp.training.max_steps
+    details["hyperparameters"] = hyper
+    return details
+
+
+def write_engineer(d: Path, record: dict[str, Any]) -> None:
+    """The engineer's notebook: prompt (messages and readable text), responses, rationale, attempts."""
+    prompt = record.get("prompt")
+    if prompt:
+        atomic_write_json(d / "prompt.json", prompt)
+        atomic_write_text(
+            d / "prompt.md",
+            "\n\n".join(f"## {m.get('role', '?')}\n\n{m.get('content', '')}" for m in prompt) + "\n",
+        )
+    if record.get("responses"):
+        atomic_write_json(d / "responses.json", record["responses"])
+    if record.get("rationale"):
+        atomic_write_text(d / "rationale.txt", str(record["rationale"]) + "\n")
+    atomic_write_json(d / "attempts.json", record.get("attempts") or [])
+    atomic_write_json(d / "decision.json", record)

@@ -1,0 +1,116 @@
+"""Stage ``warm_start``: supervised fine-tuning on optimal plans before round 0, cached between runs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envengineer.integrations.trackers import preset_with_report_to
+from envengineer.loop.components import release_shared_backend
+from envengineer.loop.experiment import Experiment
+from envengineer.loop.records import manifest_row, train_record
+from envengineer.loop.rundir import atomic_write_json, atomic_write_jsonl, atomic_write_text, read_json
+from envengineer.loop.seeds import round_seed
+from envengineer.loop.state import Loop
+from envengineer.mapf.config import RoundConfig
+from envengineer.mapf.instance import Instance
+
+log = logging.getLogger(__name__)
+
+
+def run(loop: Loop) -> tuple[dict[str, Any], dict[str, Any]]:
+    ws = loop.exp.warm_start
+    d = loop.rd.root / "warm_start"
+    config = RoundConfig.model_validate(
+        {
+            "sizes": {
+                n: {"data_ratio": 1.0, "hole_ratio": ws.hole_ratio, "wait_ratio": ws.wait_ratio}
+                for n in (ws.sizes or loop.space.sizes)
+            },
+            "num_agents": loop.exp.num_agents,
+            "num_samples": ws.samples,
+        }
+    )
+    data_seed, train_seed = (
+        (loop.exp.seeds.data, loop.exp.seeds.training) if ws.seed is None else (ws.seed, ws.seed)
+    )
+    seed = round_seed(data_seed, "warm_start", 0)
+    instances = loop.comps.generator(
+        config, seed, split="train", exclude=loop.exclude, progress=loop.progress
+    )
+    atomic_write_text(d / "config.yaml", config.to_yaml())
+    atomic_write_jsonl(d / "manifest.jsonl", (manifest_row(i) for i in instances))
+    cache = cache_dir(loop.exp, instances) if ws.cache else None
+    if cache is not None and (cache / "record.json").exists():
+        record = read_json(cache / "record.json")
+        record["cached_from"] = str(cache)
+        log.info("warm-start: reusing %s (same model, settings, seeds and data)", cache)
+    else:
+        release_shared_backend()
+        result = loop.comps.warm_starter(
+            loop.exp.model,
+            instances,
+            out_dir=d,
+            preset=preset_with_report_to(ws.preset, loop.exp.training.report_to, "sft"),
+            seed=round_seed(train_seed, "warm_start", 0),
+            max_steps=ws.max_steps,
+        )
+        record = train_record(result, model_in=loop.exp.model, seed=seed, preset=ws.preset, epochs=None)
+        if cache is not None:
+            record = store(cache, record)
+    atomic_write_json(d / "metrics.json", record)
+    loop.warm_checkpoint = record["checkpoint"]
+    return {"metrics": d / "metrics.json", "checkpoint": record["checkpoint"]}, {
+        "checkpoint": record["checkpoint"],
+        "steps": record["steps"],
+        "instances": len(instances),
+    }
+
+
+def cache_dir(exp: Experiment, instances: Sequence[Instance]) -> Path:
+    """Where a warm-start with exactly these settings, seeds and data is kept between runs."""
+    import hashlib
+
+    from envengineer import __version__
+    from envengineer.models.embedded import cache_root
+
+    try:
+        from envengineer.training.presets import load_preset
+
+        preset = load_preset(exp.warm_start.preset, "sft").model_dump(mode="json")
+    except Exception:  # the preset's name stands in when it cannot be read here
+        preset = exp.warm_start.preset
+    key = {
+        "version": __version__,
+        "model": exp.model,
+        "warm_start": exp.warm_start.model_dump(mode="json", exclude={"enabled", "cache"}),
+        "preset": preset,
+        "seed": exp.seeds.training if exp.warm_start.seed is None else exp.warm_start.seed,
+        "data": hashlib.sha256("".join(i.to_json() for i in instances).encode()).hexdigest(),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_root() / "warm_start" / digest
+
+
+def store(cache: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Copy the warm-start checkpoint into the cache (atomically) and return the record pointing there."""
+    import shutil
+
+    source = Path(record["checkpoint"])
+    if not source.is_dir():
+        return record
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = cache / f".checkpoint.{time.time_ns()}.tmp"
+    shutil.copytree(source, tmp)
+    target = cache / "checkpoint"
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.replace(target)
+    cached = {**record, "checkpoint": str(target), "trained_in": str(source)}
+    atomic_write_json(cache / "record.json", cached)
+    log.info("warm-start checkpoint kept in %s for runs with the same settings", target)
+    return record
