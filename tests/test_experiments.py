@@ -9,17 +9,15 @@ import pytest
 import yaml
 
 from envengineer.errors import ConfigError
+from envengineer.loop.demo import DEMO, demo_experiment
 from envengineer.loop.experiment import (
     CONTEXT_VARIANTS,
-    DEMO,
     ContextSettings,
     Experiment,
-    demo_experiment,
     load_experiment,
     parse_override,
-    plan,
-    preflight,
 )
+from envengineer.loop.plan import plan, preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted((ROOT / "experiments").rglob("*.yaml"))

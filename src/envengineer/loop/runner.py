@@ -16,8 +16,8 @@ run skips the stages in the ledger and rebuilds its state (configurations, check
 files, so a run killed at any point continues without redoing or duplicating anything; an evaluation killed
 midway resumes its responses file.
 
-The trainer, the evaluator, the engineer and the generator are injectable (:class:`Components`) so that
-tests run the whole loop with fakes; :func:`default_components` wires the real ones, imported lazily.
+What each stage does is its own module under :mod:`envengineer.loop.stages`; the parts that do the real
+work are injectable (:class:`envengineer.loop.components.Components`), so tests run the loop with fakes.
 """
 
 from __future__ import annotations

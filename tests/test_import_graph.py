@@ -1,0 +1,183 @@
+"""The package's house rules, read from the source with ``ast``: no import circle, no import from a higher
+layer, no file over 600 lines and no function over 80 (docs/architecture.md).
+
+Every ``import`` counts, also the lazy ones inside functions and those under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+#: The layers, lowest first. A module may import its own layer and the ones below it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("envengineer", "envengineer.errors", "envengineer.argtypes"),
+    ("envengineer.sanitize", "envengineer.yamlio"),
+    ("envengineer.mapf",),
+    ("envengineer.models",),
+    ("envengineer.evaluation",),
+    ("envengineer.training",),
+    ("envengineer.engineer",),
+    ("envengineer.integrations",),
+    ("envengineer.loop",),
+    ("envengineer.cli",),
+    ("mapf_frozenlake",),
+)
+
+MAX_FILE_LINES = 600
+MAX_FUNCTION_LINES = 80
+#: Functions allowed over the limit, with the reason.
+LONG_FUNCTIONS: dict[str, str] = {
+    # being rewritten in another change; split it there
+    "envengineer/training/grpo.py:train_round": "being rewritten",
+    # hot loops of the solver and the validator: kept whole for speed (benchmarks/)
+    "envengineer/mapf/validator.py:_check_moves": "hot loop",
+    "envengineer/mapf/solver/cbs.py:_cbs": "hot loop",
+    "envengineer/mapf/solver/joint.py:_plan_group": "hot loop",
+    # not split yet (issue 19's remaining step): the list may only shrink
+    "envengineer/evaluation.py:evaluate": "to split",
+    "envengineer/engineer/engineers.py:propose": "to split",
+    "envengineer/training/sft.py:sft": "to split",
+    "envengineer/mapf/config.py:_project": "to split",
+    "envengineer/cli/loop.py:register": "to split",
+    "envengineer/cli/testbed.py:register": "to split",
+    "envengineer/cli/eval.py:register": "to split",
+    "envengineer/loop/report.py:render_markdown": "to split",
+}
+#: Files allowed over the limit (not split yet; the list may only shrink).
+LONG_FILES: dict[str, str] = {"envengineer/loop/report.py": "to split"}
+
+
+def modules() -> dict[str, tuple[Path, bool]]:
+    out = {}
+    for path in sorted(SRC.rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        out[".".join(parts)] = (path, is_package)
+    return out
+
+
+def imports(name: str, mods: dict[str, tuple[Path, bool]]) -> dict[str, int]:
+    """The package modules ``name`` imports, each with the first line that does."""
+    path, is_package = mods[name]
+    found: dict[str, int] = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in mods else module for a in node.names]
+        for target in targets:
+            while target and target not in mods:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.setdefault(target, node.lineno)
+    return found
+
+
+def layer_of(name: str) -> int:
+    best, rank = -1, -1
+    for i, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), i
+    assert rank >= 0, f"{name} is in no layer; add it to LAYERS"
+    return rank
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def graph() -> dict[str, dict[str, int]]:
+    mods = modules()
+    return {name: imports(name, mods) for name in mods}
+
+
+def test_no_import_circle():
+    found = cycles(graph())
+    assert found == [], f"import circles: {found}"
+
+
+def test_no_import_from_a_higher_layer():
+    upward = [
+        f"{a} (line {line}) imports {b}"
+        for a, targets in graph().items()
+        for b, line in targets.items()
+        if layer_of(b) > layer_of(a)
+    ]
+    assert upward == []
+
+
+def test_the_checks_see_a_circle_and_an_upward_import():
+    assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
+    assert layer_of("envengineer.loop.runner") > layer_of("envengineer.mapf.solver.cbs")
+    assert layer_of("envengineer.cli.loop") > layer_of("envengineer.loop.stages.config")
+    mods = modules()
+    assert imports("envengineer.loop.runner", mods)["envengineer.loop.stages.config"] > 0
+    assert "envengineer.models.base" in imports("envengineer.models.registry", mods)
+
+
+def test_no_file_over_the_limit():
+    long = {
+        p.relative_to(SRC).as_posix(): n
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES
+        and p.relative_to(SRC).as_posix() not in LONG_FILES
+    }
+    assert long == {}
+
+
+def test_no_function_over_the_limit():
+    long = {}
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+                length = node.end_lineno - start + 1
+                key = f"{rel}:{node.name}"
+                if length > MAX_FUNCTION_LINES and key not in LONG_FUNCTIONS:
+                    long[key] = length
+    assert long == {}
