@@ -1,4 +1,4 @@
-"""``policy init``: --overwrite replaces a model folder's contents, seeds are ASCII digits, errors come fast."""
+"""``policy init``: --overwrite replaces a model folder's contents, ASCII seeds, errors before torch."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from envengineer.models.small_policy import (
     replaceable_folder,
 )
 
+BAD_SEEDS = ["1_0", "٣", "", "-1", "+3", " 3", str(MAX_SEED + 1)]
 
-@pytest.mark.parametrize("name", ["policy:tiny@1_0", "policy:tiny@٣", "policy:tiny@", "policy:tiny@-1",
-                                  "policy:tiny@+3", "policy:tiny@ 3", f"policy:tiny@{MAX_SEED + 1}"])  # fmt: skip
+
+@pytest.mark.parametrize("name", [f"policy:tiny@{seed}" for seed in BAD_SEEDS])
 def test_model_name_seeds_are_ascii_digits_within_the_seed_bounds(name: str) -> None:
     with pytest.raises(ConfigError, match="bad seed"):
         parse_policy_name(name)

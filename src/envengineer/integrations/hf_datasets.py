@@ -39,6 +39,7 @@ from envengineer.mapf.instance import Instance
 
 __all__ = [
     "COLUMNS",
+    "check_output",
     "instances_from_dataset",
     "load_dataset_file",
     "resolve_instances",
@@ -114,16 +115,74 @@ def to_dataset(instances: Sequence[Instance], *, split: str, system: bool = True
     return datasets.Dataset.from_list(rows(instances, split=split, system=system), split=split)
 
 
-def write_dataset(dataset: Any, path: str | Path) -> Path:
-    """Write a dataset as one Parquet file (``*.parquet``) or a ``save_to_disk`` folder (any other name)."""
+def check_output(path: str | Path, *, overwrite: bool = False) -> bool:
+    """Check that :func:`write_dataset` may write ``path``; returns whether something is there to replace.
+
+    The rule (the same as ``policy init``'s): a new name, or an empty folder, is written; an existing
+    Parquet file or ``save_to_disk`` folder (``dataset_info.json`` and ``state.json`` beside plain files) is
+    replaced only with ``overwrite``; anything else (another file, another folder) is never replaced.
+
+    Raises:
+        InstanceFormatError: The path exists and may not be replaced.
+
+    >>> check_output("/nonexistent-folder/out.parquet")
+    False
+    """
     path = Path(path)
-    if path.suffix == ".parquet":
+    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+        return False
+    if path.suffix == ".parquet" and path.is_file() and not path.is_symlink():
+        if not overwrite:
+            raise InstanceFormatError(
+                f"{path} already exists; pass --overwrite to replace it or name a new file"
+            )
+        return True
+    if path.is_dir() and _is_dataset_folder(path):
+        if not overwrite:
+            raise InstanceFormatError(
+                f"{path} already holds a dataset; pass --overwrite to replace it or name a new folder"
+            )
+        return True
+    raise InstanceFormatError(
+        f"{path} already exists and is not an exported dataset; choose a new folder or a *.parquet file name"
+    )
+
+
+def _is_dataset_folder(path: Path) -> bool:
+    entries = list(path.iterdir())
+    names = {e.name for e in entries}
+    return {"dataset_info.json", "state.json"} <= names and all(
+        e.is_file() and not e.is_symlink() for e in entries
+    )
+
+
+def write_dataset(dataset: Any, path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write a dataset as one Parquet file (``*.parquet``) or a ``save_to_disk`` folder (any other name).
+
+    Args:
+        dataset: A ``datasets.Dataset``.
+        path: ``OUT.parquet`` or a folder.
+        overwrite: Replace an existing Parquet file or exported folder (:func:`check_output`).
+
+    Raises:
+        InstanceFormatError: The path exists and may not be replaced.
+    """
+    import shutil
+
+    path = Path(path)
+    replace = check_output(path, overwrite=overwrite)
+    if path.suffix == ".parquet" and not path.is_dir():
         path.parent.mkdir(parents=True, exist_ok=True)
-        dataset.to_parquet(str(path))
-    else:
-        if path.is_file() or (path.is_dir() and any(path.iterdir())):
-            raise InstanceFormatError(f"{path} already exists; choose a new folder or a *.parquet file name")
-        dataset.save_to_disk(str(path))
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            dataset.to_parquet(str(tmp))
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path
+    if replace:
+        shutil.rmtree(path)
+    dataset.save_to_disk(str(path))
     return path
 
 
