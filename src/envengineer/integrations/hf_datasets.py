@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envengineer.errors import InstanceFormatError
+from envengineer.errors import ConfigError, InstanceFormatError
 from envengineer.integrations import require
 from envengineer.mapf.instance import Instance
 
@@ -58,9 +58,22 @@ COLUMNS: tuple[str, ...] = (
 
 
 def check_solved(instances: Sequence[Instance], where: str = "the instance set") -> None:
-    """Raise when the set is empty or an instance carries no optima (scoring needs them)."""
+    """Raise when the set is empty, holds something other than instances, or one carries no optima.
+
+    Raises:
+        InstanceFormatError: Empty, not a sequence of :class:`Instance`, or an unsolved instance.
+    """
+    if isinstance(instances, (str, bytes, Instance)) or not isinstance(instances, Sequence):
+        raise InstanceFormatError(
+            f"{where} must be a list of Instance objects, got {type(instances).__name__}"
+        )
     if not instances:
         raise InstanceFormatError(f"{where} holds no instances; nothing to export")
+    strays = [i for i in instances if not isinstance(i, Instance)]
+    if strays:
+        raise InstanceFormatError(
+            f"{where} must hold Instance objects only; got a {type(strays[0]).__name__}"
+        )
     unsolved = [inst.id for inst in instances if not inst.solved]
     if unsolved:
         raise InstanceFormatError(
@@ -85,6 +98,7 @@ def rows(instances: Sequence[Instance], *, split: str, system: bool = True) -> l
     from envengineer.mapf.prompt import build_messages
 
     check_solved(instances)
+    check_split(split)
     return [
         {
             "id": inst.id,
@@ -101,6 +115,17 @@ def rows(instances: Sequence[Instance], *, split: str, system: bool = True) -> l
         }
         for inst in instances
     ]
+
+
+def check_split(split: Any) -> str:
+    """The split name itself when it is a non-empty string.
+
+    Raises:
+        ConfigError: Not a non-empty string.
+    """
+    if not isinstance(split, str) or not split.strip():
+        raise ConfigError(f"split must be a non-empty name such as 'train', got {split!r}")
+    return split
 
 
 def to_dataset(instances: Sequence[Instance], *, split: str, system: bool = True) -> Any:
@@ -128,7 +153,7 @@ def check_output(path: str | Path, *, overwrite: bool = False) -> bool:
     >>> check_output("/nonexistent-folder/out.parquet")
     False
     """
-    path = Path(path)
+    path = _path(path)
     if not path.exists() or (path.is_dir() and not any(path.iterdir())):
         return False
     if path.suffix == ".parquet" and path.is_file() and not path.is_symlink():
@@ -166,10 +191,13 @@ def write_dataset(dataset: Any, path: str | Path, *, overwrite: bool = False) ->
 
     Raises:
         InstanceFormatError: The path exists and may not be replaced.
+        ConfigError: ``dataset`` is not a ``datasets.Dataset`` or ``path`` not a path.
     """
     import shutil
 
-    path = Path(path)
+    if not (hasattr(dataset, "to_parquet") and hasattr(dataset, "save_to_disk")):
+        raise ConfigError(f"write_dataset writes a datasets.Dataset, got {type(dataset).__name__}")
+    path = _path(path)
     replace = check_output(path, overwrite=overwrite)
     if path.suffix == ".parquet" and not path.is_dir():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,9 +215,13 @@ def write_dataset(dataset: Any, path: str | Path, *, overwrite: bool = False) ->
 
 
 def load_dataset_file(path: str | Path) -> Any:
-    """Read what :func:`write_dataset` wrote (a Parquet file or a ``save_to_disk`` folder)."""
+    """Read what :func:`write_dataset` wrote (a Parquet file or a ``save_to_disk`` folder).
+
+    Raises:
+        InstanceFormatError: No such file or folder. ConfigError: ``path`` is not a path.
+    """
     datasets = require("datasets", purpose="reading a dataset")
-    path = Path(path)
+    path = _path(path)
     if not path.exists():
         raise InstanceFormatError(f"{path}: no such file or folder")
     if path.is_dir():
@@ -205,11 +237,18 @@ def instances_from_dataset(data: Any, *, column: str = "instance") -> list[Insta
         column: The column holding ``Instance.to_json()`` (``instance``; verl files: ``extra_info``'s).
 
     Raises:
-        InstanceFormatError: The column is missing or a value is not an instance.
+        InstanceFormatError: ``data`` is none of those, the column is missing or a value is not an instance.
+        ConfigError: ``column`` is not a string.
     """
+    if not isinstance(column, str):
+        raise ConfigError(f"column must be a column name such as 'instance', got {column!r}")
     if isinstance(data, (str, Path)):
         data = load_dataset_file(data)
     names = getattr(data, "column_names", None)
+    if names is None and (isinstance(data, (bytes, Mapping)) or not isinstance(data, Iterable)):
+        raise InstanceFormatError(
+            f"instances_from_dataset reads a Dataset, a path or rows, got {type(data).__name__}"
+        )
     if names is not None and column not in names:
         raise InstanceFormatError(
             f"the dataset has no {column!r} column (columns: {', '.join(names)}); "
@@ -226,6 +265,12 @@ def instances_from_dataset(data: Any, *, column: str = "instance") -> list[Insta
                 raise InstanceFormatError(f"{where}: {column!r} is not JSON ({exc.msg})") from None
         out.append(Instance.from_dict(value, where=where))
     return out
+
+
+def _path(path: Any) -> Path:
+    if not isinstance(path, (str, Path)) or not str(path):
+        raise ConfigError(f"expected a file or folder path, got {path!r}")
+    return Path(path)
 
 
 def _get(row: Any, column: str) -> Any:
@@ -245,8 +290,18 @@ def resolve_instances(source: str, *, seed: int = 0) -> tuple[list[Instance], st
 
     Returns:
         ``(instances, split)`` with ``split`` ``benchmark``, ``validation``, ``train`` or ``custom``.
+
+    Raises:
+        InstanceFormatError: ``source`` names no instance set, or its file is malformed.
+        ConfigError: ``seed`` is not a non-negative integer, or a round configuration is malformed.
     """
     from envengineer.mapf import benchmark as bm
+
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    if not isinstance(source, (str, Path)):
+        raise InstanceFormatError(f"source must be a name or a path, got {type(source).__name__}")
+    source = str(source)
 
     if source == "benchmark":
         return bm.load_benchmark(), "benchmark"
