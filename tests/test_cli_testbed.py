@@ -147,3 +147,32 @@ def test_every_command_and_argument_explains_itself() -> None:
         assert command.description, f"{name} has no description"
         for action in command._actions:
             assert action.help, f"{name} {action.dest} has no help"
+
+
+def test_solve_refuses_nan_and_null_ids_instead_of_writing_them_back(tmp_path, capsys):
+    board = {"grid": ["...", "...", "..."], "starts": [[0, 0], [0, 2]], "goals": [[0, 2], [0, 0]]}
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text('{"id": "a", "weight": NaN, ' + json.dumps(board)[1:] + "\n")
+    code, _, err = run(capsys, "solve", str(nan), "-o", str(tmp_path / "o.jsonl"))
+    assert code == 2 and "NaN is not a JSON value" in err and not (tmp_path / "o.jsonl").exists()
+    null = tmp_path / "null.jsonl"
+    null.write_text(json.dumps({"id": None, **board}) + "\n")
+    code, _, err = run(capsys, "solve", str(null), "-o", str(tmp_path / "o.jsonl"))
+    assert code == 2 and "'id' is null" in err and not (tmp_path / "o.jsonl").exists()
+
+
+def test_solve_fails_on_its_output_before_solving(tmp_path, capsys, monkeypatch):
+    import envengineer.mapf.solver as solver
+
+    def boom(*a, **k):
+        raise AssertionError("solved before checking the output")
+
+    monkeypatch.setattr(solver, "solve_instance", boom)
+    mine = tmp_path / "mine.jsonl"
+    board = {"id": "a", "grid": ["...", "...", "..."], "starts": [[0, 0], [0, 2]], "goals": [[0, 2], [0, 0]]}
+    mine.write_text(json.dumps(board) + "\n")
+    (tmp_path / "adir").mkdir()
+    code, _, err = run(capsys, "solve", str(mine), "-o", str(tmp_path / "adir"))
+    assert code == 2 and "is a directory" in err
+    code, _, err = run(capsys, "solve", str(mine), "-o", str(mine / "x.jsonl"))
+    assert code == 2 and "is a file, not a folder" in err

@@ -297,3 +297,33 @@ def test_fuzz_legal_proposals_are_accepted(sizes: dict, prose: str) -> None:
     assert a.source == "json" and a.proposal == {"sizes": sizes}
     if any(s["data_ratio"] > 0 for s in sizes.values()):
         assert check_answer(a) == []
+
+
+GOOD_ANSWER = '{"sizes": {"4": {"data_ratio": 1, "hole_ratio": 0.2, "wait_ratio": 0.5}}, "rationale": "r"}'
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        GOOD_ANSWER + "\n" + "padding " * 10_000,  # the configuration first, then 80,000 characters
+        "x" * 60_000 + GOOD_ANSWER + "y" * 60_000,  # in the middle of a long answer
+        "z " * 40_000 + GOOD_ANSWER,  # at the end, as before
+    ],
+    ids=["head", "middle", "tail"],
+)
+def test_a_configuration_in_a_long_answer_is_found(answer: str) -> None:
+    from envengineer.engineer.proposal import MAX_ANSWER_CHARS
+
+    assert len(answer) > MAX_ANSWER_CHARS
+    parsed = parse_answer(answer)
+    assert check_answer(parsed) == []
+    assert parsed.proposal["sizes"]["4"]["hole_ratio"] == 0.2
+
+
+def test_a_long_answer_without_a_configuration_still_fails_quickly() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    parsed = parse_answer("{" * 400_000 + " sizes " + "}" * 10)
+    assert parsed.proposal is None and parsed.errors
+    assert time.perf_counter() - t0 < 20

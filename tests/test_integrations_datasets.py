@@ -162,3 +162,29 @@ def test_verl_scores_on_the_benchmark_equal_envengineer_score(tmp_path, policy):
                                row["extra_info"], shape="sparse")  # fmt: skip
         valid[iid], optimal[iid] = s >= 0.5, s == 1.0
     assert table_of(insts, valid, optimal) == cli_table(policy)
+
+
+def test_cli_export_refuses_an_existing_parquet_file_without_overwrite(tmp_path, capsys):
+    save_instances(_small()[:2], tmp_path / "a.jsonl")
+    out = tmp_path / "old.parquet"
+    out.write_bytes(b"precious")
+    assert main(["export", str(tmp_path / "a.jsonl"), "-o", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err and out.read_bytes() == b"precious"
+    assert main(["export", str(tmp_path / "a.jsonl"), "-o", str(out), "--overwrite"]) == 0
+    assert hfd.instances_from_dataset(out) == _small()[:2]
+
+
+def test_cli_export_overwrite_replaces_only_an_exported_folder(tmp_path, capsys):
+    save_instances(_small()[:3], tmp_path / "a.jsonl")
+    save_instances(_small()[:2], tmp_path / "b.jsonl")
+    out = tmp_path / "ds"
+    assert main(["export", str(tmp_path / "a.jsonl"), "-o", str(out)]) == 0
+    assert main(["export", str(tmp_path / "b.jsonl"), "-o", str(out)]) == 2  # no --overwrite
+    assert main(["export", str(tmp_path / "b.jsonl"), "-o", str(out), "--overwrite"]) == 0
+    assert hfd.instances_from_dataset(out) == _small()[:2]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "b.jsonl"), "-o", str(tmp_path / "other"), "--overwrite"]) == 2
+    assert "not an exported dataset" in capsys.readouterr().err
+    assert (tmp_path / "other" / "keep.txt").read_text() == "x"

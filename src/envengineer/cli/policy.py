@@ -1,6 +1,9 @@
 """``envengineer policy init``: create a small from-scratch policy folder (weights, tokenizer, template).
 
 The folder is an ordinary local model: pass it to ``eval``, ``sft``, ``train`` or an experiment's ``model``.
+Every argument is checked before torch is imported (argparse's types, then :func:`init_policy`'s own
+checks), so a bad one fails at once. ``--overwrite`` replaces the contents of a model folder only
+(:func:`~envengineer.models.small_policy.replaceable_folder`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--size", choices=sorted(POLICY_SIZES), default="tiny", help="model size (default tiny)"
     )
     init.add_argument("--out", type=Path, required=True, help="folder to write (new or empty)")
-    init.add_argument("--seed", type=int, default=0, help="seed of the weight initialisation (default 0)")
+    init.add_argument(
+        "--seed",
+        type=_seed,
+        default=0,
+        help="seed of the weight initialisation, digits 0-9 in [0, 2**32) as in policy:SIZE@SEED (default 0)",
+    )
     init.add_argument(
         "--prompt-style",
         choices=("compact", "full"),
@@ -39,11 +47,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="prompts the policy reads: compact (the board alone, default) or full (rules and format)",
     )
     init.add_argument(
-        "--max-length", type=int, default=2048, help="longest prompt + answer in tokens (default 2048)"
+        "--max-length",
+        type=_max_length,
+        default=2048,
+        help="longest prompt + answer in tokens (default 2048)",
     )
-    init.add_argument("--overwrite", action="store_true", help="replace a non-empty folder")
+    init.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the contents of an existing model folder (a config.json beside plain files only)",
+    )
     init.set_defaults(func=cmd_init)
     p.set_defaults(func=lambda args: p.print_help() or 1)
+
+
+def _seed(text: str) -> int:
+    from envengineer.errors import ConfigError
+    from envengineer.models.small_policy import parse_seed
+
+    try:
+        return parse_seed(text, where="the seed")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _max_length(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 64 <= int(text) <= 65536:
+        raise argparse.ArgumentTypeError(f"must be an integer in [64, 65536], got {text[:20]!r}")
+    return int(text)
 
 
 def cmd_init(args: argparse.Namespace) -> int:

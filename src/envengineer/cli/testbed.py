@@ -126,6 +126,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from envengineer.mapf.instance import save_instances
     from envengineer.mapf.solver import MAX_BOARD_SIZE
 
+    _check_output_file(args.output)
     if args.config is not None:
         config = RoundConfig.load(args.config)
         instances = generate_round(config, args.seed, split=args.split or "train", progress=True)
@@ -163,6 +164,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from envengineer.mapf.instance import load_instances, save_instances
     from envengineer.mapf.solver import solve_instance
 
+    _check_output_file(args.output)  # before the work, not after it
     instances = load_instances(args.instances)
     kw: dict[str, Any] = {"time_limit": args.time_limit}
     if args.node_budget is not None:
@@ -281,6 +283,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_play(args: argparse.Namespace) -> int:
     from envengineer.mapf.policies import respond
 
+    _check_output_file(args.output)
     instances = _load(args.instances)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     with open(args.output, "w", encoding="utf-8") as fh:
@@ -297,6 +300,17 @@ def _load(path: Path):
     from envengineer.mapf.instance import load_instances
 
     return load_benchmark() if str(path) == "benchmark" else load_instances(path)
+
+
+def _check_output_file(path: Path) -> None:
+    """Refuse an output file name that cannot be written (a folder, or under a file) before any work."""
+    if path.is_dir():
+        raise InstanceFormatError(f"{path}: is a directory; give a file name such as {path / 'out.jsonl'}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InstanceFormatError(f"{path}: {parent} is a file, not a folder; give another path")
+            break
 
 
 def _require_solved(instances, path: Path) -> None:

@@ -38,7 +38,9 @@ log = logging.getLogger(__name__)
 
 Source = Literal["json", "json-repaired", "yaml", "none"]
 
-#: Longest answer read (characters); longer answers are read from their end, where the object usually is.
+#: Longest stretch of an answer parsed at once (characters). A longer answer is read in at most three such
+#: windows, in order: its end (where the object usually is), around its last ``sizes``, its start; the first
+#: window that holds a configuration wins, so a valid configuration followed (or preceded) by padding parses.
 MAX_ANSWER_CHARS = 50_000
 #: Longest rationale kept (characters).
 MAX_RATIONALE_CHARS = 2_000
@@ -241,8 +243,20 @@ def parse_answer(text: Any) -> ParsedAnswer:
 
 def _parse(raw: Any) -> ParsedAnswer:
     text = "" if raw is None else raw if isinstance(raw, str) else str(raw)
-    if len(text) > MAX_ANSWER_CHARS:
-        text = text[-MAX_ANSWER_CHARS:]
+    if len(text) <= MAX_ANSWER_CHARS:
+        return _parse_window(text)
+    anchor = max(0, text.rfind("sizes") - MAX_ANSWER_CHARS // 2)
+    windows = (text[-MAX_ANSWER_CHARS:], text[anchor : anchor + MAX_ANSWER_CHARS], text[:MAX_ANSWER_CHARS])
+    results = []
+    for window in dict.fromkeys(windows):  # at most three bounded parses, whatever the answer's length
+        got = _parse_window(window)
+        if got.proposal is not None and _looks_like_config(got.proposal):
+            return got
+        results.append(got)
+    return results[0]
+
+
+def _parse_window(text: str) -> ParsedAnswer:
     text = _strip_think(text)
 
     # (start, end, body, hint) in text order; fenced blocks and bare spans both count.

@@ -14,6 +14,13 @@ never depends on this package:
 
 The libraries come with the ``integrations`` extra: ``pip install -e '.[integrations]'``.
 docs/integrations.md has a snippet per integration.
+
+Errors: on a bad argument every public constructor and function here raises the project's types
+(:class:`~envengineer.errors.ConfigError` for a bad option or value,
+:class:`~envengineer.errors.InstanceFormatError` for malformed instance data, :class:`MissingDependency` for
+a missing library), each named in its docstring;
+where a library's own API names the error (a bad ``seed`` in Gymnasium's ``reset``, ``IndexError`` for an
+index out of range, Python's ``TypeError`` for an unknown keyword name) that one is raised.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from envengineer.errors import EnvEngineerError
+from envengineer.errors import ConfigError, EnvEngineerError
 
 __all__ = ["INTEGRATIONS_EXTRA_HINT", "MissingDependency", "require"]
 
@@ -41,10 +48,13 @@ def require(module: str, *, purpose: str) -> ModuleType:
 
     Raises:
         MissingDependency: The module is not installed.
+        ConfigError: ``module`` is not a module name.
 
     >>> require("json", purpose="a doctest").__name__
     'json'
     """
+    if not isinstance(module, str) or not module.strip() or module.startswith("."):
+        raise ConfigError(f"require needs an absolute module name such as 'gymnasium', got {module!r}")
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:

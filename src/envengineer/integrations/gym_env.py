@@ -15,7 +15,7 @@ This module imports gymnasium: install the ``integrations`` extra.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium
@@ -52,9 +52,15 @@ def benchmark_cell(num_agents: int, size: int, subset: str | None = None) -> lis
     """The packaged benchmark's instances of one (agents, size) cell, optionally of one ``wr_XXX`` subset.
 
     Raises:
-        ConfigError: The benchmark has no such cell or subset.
+        ConfigError: The benchmark has no such cell or subset (or an argument of the wrong type).
     """
     from envengineer.mapf.benchmark import load_benchmark
+
+    for name, value in (("num_agents", num_agents), ("size", size)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if subset is not None and not isinstance(subset, str):
+        raise ConfigError(f"subset must be None or a name such as 'wr_050', got {subset!r}")
 
     out = [
         i
@@ -70,12 +76,29 @@ def benchmark_cell(num_agents: int, size: int, subset: str | None = None) -> lis
     return out
 
 
+def _check_dim(name: str, value: Any) -> None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1
+    ):
+        raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
+
+
 def _instance_set(
     instances: Sequence[Instance] | None, num_agents: int | None, size: int | None
 ) -> tuple[Instance, ...]:
+    _check_dim("num_agents", num_agents)
+    _check_dim("size", size)
     if instances is None:
-        return tuple(benchmark_cell(num_agents or 3, size or 5))
+        return tuple(benchmark_cell(3 if num_agents is None else num_agents, 5 if size is None else size))
+    if isinstance(instances, (str, bytes, Instance)) or not isinstance(instances, Iterable):
+        raise ConfigError(
+            f"instances must be a sequence of Instance objects (e.g. benchmark_cell(3, 5)), got "
+            f"{type(instances).__name__}"
+        )
     instances = tuple(instances)
+    strays = [i for i in instances if not isinstance(i, Instance)]
+    if strays:
+        raise ConfigError(f"instances must all be Instance objects; got a {type(strays[0]).__name__}")
     if not instances:
         raise ConfigError("the environment needs at least one instance")
     shapes = {(i.num_agents, i.size) for i in instances}
@@ -105,11 +128,17 @@ class MapfEpisode:
         instance: A solved instance.
         max_steps: Joint steps before the episode is truncated.
         reward_shape: The testbed reward shape of the final reward (``sparse``, ``graded``, ``dense``).
+
+    Raises:
+        ConfigError: Not an :class:`Instance`, a bad ``max_steps`` or an unknown reward shape; ``step`` on a
+            finished episode or with a bad joint action.
     """
 
     def __init__(self, instance: Instance, *, max_steps: int, reward_shape: str = "sparse") -> None:
+        if not isinstance(instance, Instance):
+            raise ConfigError(f"an episode plays an Instance, got {type(instance).__name__}")
         self.instance = instance
-        self.max_steps = max_steps
+        self.max_steps = _max_steps(max_steps, instance.size)
         self.reward = make_reward(reward_shape)  # type: ignore[arg-type]
         self.positions: list[tuple[int, int]] = list(instance.starts)
         self.plan: list[list[str]] = [[] for _ in instance.starts]
@@ -271,6 +300,14 @@ class MapfFrozenLakeEnv(gymnasium.Env):
     * ``reward_shape``: ``sparse`` (default), ``graded`` or ``dense``.
     * ``render_mode``: ``None``, ``"ansi"`` (text) or ``"rgb_array"`` (a numpy image; no pygame needed).
 
+    ## Errors
+    Bad arguments raise :class:`~envengineer.errors.ConfigError` (a ``ValueError``): in the constructor
+    (instances that are not one solved shape, ``num_agents`` / ``size`` that are not positive integers or
+    name no benchmark cell, a bad ``max_steps``, ``reward_shape`` or ``render_mode``), in ``reset`` (an
+    ``options`` that is not a dict, an unknown ``options["instance"]``) and in ``step`` (before ``reset``,
+    after the episode ended, or an action that is not one integer in 0..4 per agent). A bad ``seed`` raises
+    Gymnasium's own ``gymnasium.error.Error``, as every Gymnasium environment does.
+
     ## Version History
     * v0: first version.
 
@@ -315,7 +352,11 @@ class MapfFrozenLakeEnv(gymnasium.Env):
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self.episode is None:
             raise ConfigError("call reset() before step()")
-        reward, terminated, truncated = self.episode.step(list(np.asarray(action).reshape(-1)))
+        try:
+            joint = list(np.asarray(action).reshape(-1))
+        except (TypeError, ValueError):  # ragged or otherwise not array-like
+            raise ConfigError(f"the joint action must be {self.num_agents} integers in 0..4") from None
+        reward, terminated, truncated = self.episode.step(joint)
         return self.episode.observation(), reward, terminated, truncated, self.episode.info()
 
     def render(self) -> str | np.ndarray | None:
@@ -349,6 +390,10 @@ def _pick(
     options: dict[str, Any] | None,
     rng: np.random.Generator,
 ) -> Instance:
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigError(
+            f"options must be a dict such as {{'instance': 0}} or None, got {type(options).__name__}"
+        )
     choice = (options or {}).get("instance")
     if choice is None:
         return instances[int(rng.integers(len(instances)))]
@@ -393,10 +438,22 @@ def play_plan(env: MapfFrozenLakeEnv, plan: Sequence[Sequence[str]], **reset_opt
     Returns the final ``info`` (``valid``, ``optimal``, ``failure``, ...). A plan that ends before the
     episode does is judged ``goal_not_reached``, as the validator judges it.
 
+    Raises:
+        ConfigError: ``env`` is not a :class:`MapfFrozenLakeEnv`, or the plan is not one list of action
+            names per agent.
+
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> play_plan(MapfFrozenLakeEnv([inst]), [["RIGHT"], ["RIGHT"]])["optimal"]
     True
     """
+    if not isinstance(env.unwrapped if isinstance(env, gymnasium.Env) else env, MapfFrozenLakeEnv):
+        raise ConfigError(f"play_plan plays in a MapfFrozenLakeEnv, got {type(env).__name__}")
+    if (
+        isinstance(plan, (str, bytes))
+        or not isinstance(plan, Sequence)
+        or any(isinstance(p, (str, bytes)) or not isinstance(p, Sequence) for p in plan)
+    ):
+        raise ConfigError("the plan must be one list of action names per agent, e.g. [['RIGHT'], ['WAIT']]")
     _, info = env.reset(options=reset_options or None)
     index = {a: i for i, a in enumerate(ACTIONS)}
     horizon = max((len(p) for p in plan), default=0)

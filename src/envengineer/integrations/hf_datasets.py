@@ -33,12 +33,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envengineer.errors import InstanceFormatError
+from envengineer.errors import ConfigError, InstanceFormatError
 from envengineer.integrations import require
 from envengineer.mapf.instance import Instance
 
 __all__ = [
     "COLUMNS",
+    "check_output",
     "instances_from_dataset",
     "load_dataset_file",
     "resolve_instances",
@@ -57,9 +58,22 @@ COLUMNS: tuple[str, ...] = (
 
 
 def check_solved(instances: Sequence[Instance], where: str = "the instance set") -> None:
-    """Raise when the set is empty or an instance carries no optima (scoring needs them)."""
+    """Raise when the set is empty, holds something other than instances, or one carries no optima.
+
+    Raises:
+        InstanceFormatError: Empty, not a sequence of :class:`Instance`, or an unsolved instance.
+    """
+    if isinstance(instances, (str, bytes, Instance)) or not isinstance(instances, Sequence):
+        raise InstanceFormatError(
+            f"{where} must be a list of Instance objects, got {type(instances).__name__}"
+        )
     if not instances:
         raise InstanceFormatError(f"{where} holds no instances; nothing to export")
+    strays = [i for i in instances if not isinstance(i, Instance)]
+    if strays:
+        raise InstanceFormatError(
+            f"{where} must hold Instance objects only; got a {type(strays[0]).__name__}"
+        )
     unsolved = [inst.id for inst in instances if not inst.solved]
     if unsolved:
         raise InstanceFormatError(
@@ -84,6 +98,7 @@ def rows(instances: Sequence[Instance], *, split: str, system: bool = True) -> l
     from envengineer.mapf.prompt import build_messages
 
     check_solved(instances)
+    check_split(split)
     return [
         {
             "id": inst.id,
@@ -102,6 +117,17 @@ def rows(instances: Sequence[Instance], *, split: str, system: bool = True) -> l
     ]
 
 
+def check_split(split: Any) -> str:
+    """The split name itself when it is a non-empty string.
+
+    Raises:
+        ConfigError: Not a non-empty string.
+    """
+    if not isinstance(split, str) or not split.strip():
+        raise ConfigError(f"split must be a non-empty name such as 'train', got {split!r}")
+    return split
+
+
 def to_dataset(instances: Sequence[Instance], *, split: str, system: bool = True) -> Any:
     """A ``datasets.Dataset`` with the columns of :data:`COLUMNS`.
 
@@ -114,23 +140,88 @@ def to_dataset(instances: Sequence[Instance], *, split: str, system: bool = True
     return datasets.Dataset.from_list(rows(instances, split=split, system=system), split=split)
 
 
-def write_dataset(dataset: Any, path: str | Path) -> Path:
-    """Write a dataset as one Parquet file (``*.parquet``) or a ``save_to_disk`` folder (any other name)."""
-    path = Path(path)
-    if path.suffix == ".parquet":
+def check_output(path: str | Path, *, overwrite: bool = False) -> bool:
+    """Check that :func:`write_dataset` may write ``path``; returns whether something is there to replace.
+
+    The rule (the same as ``policy init``'s): a new name, or an empty folder, is written; an existing
+    Parquet file or ``save_to_disk`` folder (``dataset_info.json`` and ``state.json`` beside plain files) is
+    replaced only with ``overwrite``; anything else (another file, another folder) is never replaced.
+
+    Raises:
+        InstanceFormatError: The path exists and may not be replaced.
+
+    >>> check_output("/nonexistent-folder/out.parquet")
+    False
+    """
+    path = _path(path)
+    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+        return False
+    if path.suffix == ".parquet" and path.is_file() and not path.is_symlink():
+        if not overwrite:
+            raise InstanceFormatError(
+                f"{path} already exists; pass --overwrite to replace it or name a new file"
+            )
+        return True
+    if path.is_dir() and _is_dataset_folder(path):
+        if not overwrite:
+            raise InstanceFormatError(
+                f"{path} already holds a dataset; pass --overwrite to replace it or name a new folder"
+            )
+        return True
+    raise InstanceFormatError(
+        f"{path} already exists and is not an exported dataset; choose a new folder or a *.parquet file name"
+    )
+
+
+def _is_dataset_folder(path: Path) -> bool:
+    entries = list(path.iterdir())
+    names = {e.name for e in entries}
+    return {"dataset_info.json", "state.json"} <= names and all(
+        e.is_file() and not e.is_symlink() for e in entries
+    )
+
+
+def write_dataset(dataset: Any, path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write a dataset as one Parquet file (``*.parquet``) or a ``save_to_disk`` folder (any other name).
+
+    Args:
+        dataset: A ``datasets.Dataset``.
+        path: ``OUT.parquet`` or a folder.
+        overwrite: Replace an existing Parquet file or exported folder (:func:`check_output`).
+
+    Raises:
+        InstanceFormatError: The path exists and may not be replaced.
+        ConfigError: ``dataset`` is not a ``datasets.Dataset`` or ``path`` not a path.
+    """
+    import shutil
+
+    if not (hasattr(dataset, "to_parquet") and hasattr(dataset, "save_to_disk")):
+        raise ConfigError(f"write_dataset writes a datasets.Dataset, got {type(dataset).__name__}")
+    path = _path(path)
+    replace = check_output(path, overwrite=overwrite)
+    if path.suffix == ".parquet" and not path.is_dir():
         path.parent.mkdir(parents=True, exist_ok=True)
-        dataset.to_parquet(str(path))
-    else:
-        if path.is_file() or (path.is_dir() and any(path.iterdir())):
-            raise InstanceFormatError(f"{path} already exists; choose a new folder or a *.parquet file name")
-        dataset.save_to_disk(str(path))
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            dataset.to_parquet(str(tmp))
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path
+    if replace:
+        shutil.rmtree(path)
+    dataset.save_to_disk(str(path))
     return path
 
 
 def load_dataset_file(path: str | Path) -> Any:
-    """Read what :func:`write_dataset` wrote (a Parquet file or a ``save_to_disk`` folder)."""
+    """Read what :func:`write_dataset` wrote (a Parquet file or a ``save_to_disk`` folder).
+
+    Raises:
+        InstanceFormatError: No such file or folder. ConfigError: ``path`` is not a path.
+    """
     datasets = require("datasets", purpose="reading a dataset")
-    path = Path(path)
+    path = _path(path)
     if not path.exists():
         raise InstanceFormatError(f"{path}: no such file or folder")
     if path.is_dir():
@@ -146,11 +237,18 @@ def instances_from_dataset(data: Any, *, column: str = "instance") -> list[Insta
         column: The column holding ``Instance.to_json()`` (``instance``; verl files: ``extra_info``'s).
 
     Raises:
-        InstanceFormatError: The column is missing or a value is not an instance.
+        InstanceFormatError: ``data`` is none of those, the column is missing or a value is not an instance.
+        ConfigError: ``column`` is not a string.
     """
+    if not isinstance(column, str):
+        raise ConfigError(f"column must be a column name such as 'instance', got {column!r}")
     if isinstance(data, (str, Path)):
         data = load_dataset_file(data)
     names = getattr(data, "column_names", None)
+    if names is None and (isinstance(data, (bytes, Mapping)) or not isinstance(data, Iterable)):
+        raise InstanceFormatError(
+            f"instances_from_dataset reads a Dataset, a path or rows, got {type(data).__name__}"
+        )
     if names is not None and column not in names:
         raise InstanceFormatError(
             f"the dataset has no {column!r} column (columns: {', '.join(names)}); "
@@ -167,6 +265,12 @@ def instances_from_dataset(data: Any, *, column: str = "instance") -> list[Insta
                 raise InstanceFormatError(f"{where}: {column!r} is not JSON ({exc.msg})") from None
         out.append(Instance.from_dict(value, where=where))
     return out
+
+
+def _path(path: Any) -> Path:
+    if not isinstance(path, (str, Path)) or not str(path):
+        raise ConfigError(f"expected a file or folder path, got {path!r}")
+    return Path(path)
 
 
 def _get(row: Any, column: str) -> Any:
@@ -186,8 +290,18 @@ def resolve_instances(source: str, *, seed: int = 0) -> tuple[list[Instance], st
 
     Returns:
         ``(instances, split)`` with ``split`` ``benchmark``, ``validation``, ``train`` or ``custom``.
+
+    Raises:
+        InstanceFormatError: ``source`` names no instance set, or its file is malformed.
+        ConfigError: ``seed`` is not a non-negative integer, or a round configuration is malformed.
     """
     from envengineer.mapf import benchmark as bm
+
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    if not isinstance(source, (str, Path)):
+        raise InstanceFormatError(f"source must be a name or a path, got {type(source).__name__}")
+    source = str(source)
 
     if source == "benchmark":
         return bm.load_benchmark(), "benchmark"

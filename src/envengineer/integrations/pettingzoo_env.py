@@ -10,7 +10,7 @@ This module imports gymnasium and PettingZoo: install the ``integrations`` extra
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,6 +43,11 @@ class MapfParallelEnv(ParallelEnv):
     reward); termination and truncation are the episode's, for all agents at once, after which ``agents``
     is empty. Every live agent must be given an action each step. ``reset(seed=...)`` reseeds the
     generator that draws instances. Arguments as :class:`MapfFrozenLakeEnv`.
+
+    Raises:
+        ConfigError: Bad arguments, as :class:`MapfFrozenLakeEnv`'s; in ``reset`` a seed that is not a
+            non-negative integer or an ``options`` that is not a dict; in ``step`` actions that are not a
+            dict with one integer in 0..4 per live agent, or a step outside an episode.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -85,6 +90,10 @@ class MapfParallelEnv(ParallelEnv):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0
+        ):
+            raise ConfigError(f"seed must be a non-negative integer or None, got {seed!r}")
         if seed is not None:
             self._rng = np.random.default_rng(seed)
             self._obs_space.seed(seed)
@@ -99,6 +108,8 @@ class MapfParallelEnv(ParallelEnv):
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         if self.episode is None or not self.agents:
             raise ConfigError("the episode is over (or not started); call reset() before step()")
+        if not isinstance(actions, Mapping):
+            raise ConfigError(f"actions must be a dict of agent name to action, got {type(actions).__name__}")
         missing = [a for a in self.agents if a not in actions]
         if missing:
             raise ConfigError(f"every agent needs an action each step; missing: {', '.join(missing)}")
@@ -124,7 +135,12 @@ class MapfParallelEnv(ParallelEnv):
 
 
 def aec_env(**kwargs: Any) -> Any:
-    """The AEC (turn-by-turn) form of :class:`MapfParallelEnv` via ``pettingzoo.utils.parallel_to_aec``."""
+    """The AEC (turn-by-turn) form of :class:`MapfParallelEnv` via ``pettingzoo.utils.parallel_to_aec``.
+
+    Raises:
+        ConfigError: A bad argument value (as :class:`MapfParallelEnv`); an unknown keyword name is
+            Python's own ``TypeError``.
+    """
     from pettingzoo.utils.conversions import parallel_to_aec
 
     return parallel_to_aec(MapfParallelEnv(**kwargs))

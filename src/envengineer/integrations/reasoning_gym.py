@@ -36,7 +36,7 @@ import numpy as np
 from reasoning_gym.coaching import BaseCurriculum, RangeAttributeDefinition, ScalarAttributeDefinition
 from reasoning_gym.factory import DATASETS, ProceduralDataset, register_dataset
 
-from envengineer.errors import ConfigError
+from envengineer.errors import ConfigError, InstanceFormatError
 from envengineer.mapf.instance import Instance
 
 __all__ = ["DATASET_NAME", "MapfFrozenLakeConfig", "MapfFrozenLakeCurriculum", "MapfFrozenLakeDataset"]
@@ -75,8 +75,24 @@ class MapfFrozenLakeConfig:
     size: int = 500
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` naming the bad value and the fix."""
+        """Raise :class:`ConfigError` naming the bad value and the fix (wrong types included)."""
         from envengineer.mapf.rewards import SHAPES
+
+        for name in ("min_agents", "max_agents", "min_size", "max_size", "size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be an integer, got {value!r}")
+        for name in ("min_hole_ratio", "max_hole_ratio", "wait_ratio"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ConfigError(f"{name} must be a number, got {value!r}")
+        seed = self.seed
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63
+        ):
+            raise ConfigError(f"seed must be None or an integer in [0, 2**63), got {seed!r}")
+        if not isinstance(self.source, str) or not isinstance(self.reward_shape, str):
+            raise ConfigError("source and reward_shape must be names (strings)")
 
         if self.source not in ("generate", "benchmark"):
             raise ConfigError(f"source {self.source!r} is unknown; use 'generate' or 'benchmark'")
@@ -108,15 +124,27 @@ class MapfFrozenLakeConfig:
 
 
 class MapfFrozenLakeDataset(ProceduralDataset):
-    """Solved MAPF-FrozenLake boards as reasoning-gym items (see the module docstring)."""
+    """Solved MAPF-FrozenLake boards as reasoning-gym items (see the module docstring).
+
+    Raises:
+        ConfigError: ``config`` is not a valid :class:`MapfFrozenLakeConfig` (checked here, not at the
+            first item); ``dataset[idx]`` with an ``idx`` that is not an integer.
+        IndexError: ``dataset[idx]`` outside ``0..size-1`` (Python's sequence protocol).
+        InstanceFormatError: ``score_answer`` with an entry that is not one of this dataset's items.
+    """
 
     def __init__(self, config: MapfFrozenLakeConfig) -> None:
+        if not isinstance(config, MapfFrozenLakeConfig):
+            raise ConfigError(f"the dataset needs a MapfFrozenLakeConfig, got {type(config).__name__}")
+        config.validate()
         super().__init__(config=config, seed=config.seed, size=config.size)
         self._benchmark: list[Instance] | None = None
         self._exclude: frozenset[str] | None = None
         self._cache: dict[int, dict[str, Any]] = {}
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
+        if isinstance(idx, bool) or not isinstance(idx, (int, np.integer)):
+            raise ConfigError(f"items are indexed by integers 0..{self.size - 1}, got {idx!r}")
         if not 0 <= idx < self.size:
             raise IndexError(f"item {idx} is out of range for a dataset of {self.size}")
         if idx not in self._cache:
@@ -178,13 +206,22 @@ class MapfFrozenLakeDataset(ProceduralDataset):
         """The testbed's reward of an answer: the inside of the ``<answer>`` block or a whole response.
 
         Never raises on what a model writes (``None`` and empty text score 0).
+
+        Raises:
+            InstanceFormatError: ``entry`` is not an item of this dataset (no ``metadata.instance``).
         """
         from envengineer.mapf.rewards import make_reward
 
+        metadata = entry.get("metadata") if isinstance(entry, dict) else None
+        instance = metadata.get("instance") if isinstance(metadata, dict) else None
+        if instance is None:
+            raise InstanceFormatError(
+                "score_answer needs one of this dataset's items (a dict with metadata.instance), "
+                f"got {type(entry).__name__}"
+            )
         if not isinstance(answer, str) or not answer.strip():
             return 0.0
         text = answer if _ANSWER_TAG.search(answer) else f"<answer>\n{answer}\n</answer>"
-        instance = entry["metadata"]["instance"]
         return make_reward(self.config.reward_shape)([text], instance=[instance])[0]  # type: ignore[arg-type]
 
 

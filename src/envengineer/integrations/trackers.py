@@ -57,6 +57,8 @@ def normalize_report_to(value: str | Iterable[str] | None) -> list[str] | None:
     """
     if value is None:
         return None
+    if not isinstance(value, (str, Iterable)) or isinstance(value, (bytes, Mapping)):
+        raise ConfigError(f"report_to must be a tracker name or a list of names, got {type(value).__name__}")
     items = value.split(",") if isinstance(value, str) else list(value)
     names = []
     for item in items:
@@ -117,7 +119,11 @@ def preset_with_report_to(preset: Any, report_to: str | Iterable[str] | None, ki
 
 
 def loop_trackers(report_to: Sequence[str] | None) -> list[str]:
-    """The trackers that receive the loop's own metrics (TensorBoard, when asked for and installed)."""
+    """The trackers that receive the loop's own metrics (TensorBoard, when asked for and installed).
+
+    Raises:
+        ConfigError: A bad ``report_to``. MissingDependency: ``tensorboard`` named and not installed.
+    """
     names = normalize_report_to(report_to) or []
     if "tensorboard" in names:
         _require_installed(["tensorboard"])
@@ -144,7 +150,13 @@ def log_round(
         validation: The validation ``ScoreReport.to_json()`` of the round.
         config: The round's ``RoundConfig`` (or its dict).
         rationale: The engineer's rationale for this round's configuration.
+
+    Raises:
+        ConfigError: A bad ``report_to``, ``round_index`` or ``validation``. MissingDependency: TensorBoard
+            is asked for and not installed.
     """
+    if isinstance(round_index, bool) or not isinstance(round_index, int) or round_index < 0:
+        raise ConfigError(f"round_index must be a non-negative integer, got {round_index!r}")
     trackers = loop_trackers(report_to)
     if not trackers:
         return None
@@ -170,10 +182,27 @@ def log_round(
 def round_scalars(validation: Mapping[str, Any], config: Any = None) -> dict[str, float]:
     """The scalar tags of one round (see the module docstring).
 
+    Raises:
+        ConfigError: ``validation`` (or ``config``) does not have the shape of ``ScoreReport.to_json()``
+            (a ``RoundConfig``).
+
     >>> s = round_scalars({"summary": {"valid": 50.0}, "failures": {"2": {"3": {"hole": 2}}}})
     >>> s["validation/valid"], s["failures/hole"], s["failures/2agents_3x3/hole"]
     (50.0, 2.0, 2.0)
     """
+    if not isinstance(validation, Mapping):
+        raise ConfigError(
+            f"validation must be a ScoreReport.to_json() mapping, got {type(validation).__name__}"
+        )
+    try:
+        return _round_scalars(validation, config)
+    except (AttributeError, TypeError, ValueError, KeyError, OverflowError):
+        raise ConfigError(
+            "validation (or config) does not have the shape of ScoreReport.to_json() (a RoundConfig)"
+        ) from None
+
+
+def _round_scalars(validation: Mapping[str, Any], config: Any) -> dict[str, float]:
     out: dict[str, float] = {}
     for key in ("valid", "optimal", "makespan_optimal"):
         if isinstance(validation.get("summary", {}).get(key), (int, float)):

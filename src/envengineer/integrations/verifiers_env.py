@@ -115,15 +115,9 @@ class MapfTaskset(vf.Taskset[MapfTask, MapfTasksetConfig]):
     def load(self) -> Iterator[MapfTask]:
         from envengineer.integrations.hf_datasets import check_solved, resolve_instances
         from envengineer.mapf.prompt import SYSTEM_PROMPT, build_prompt
-        from envengineer.mapf.rewards import SHAPES
 
         cfg = self.config
-        if cfg.task.reward_shape not in SHAPES:
-            raise ConfigError(
-                f"task.reward_shape {cfg.task.reward_shape!r} is unknown; use one of {', '.join(SHAPES)}"
-            )
-        if cfg.limit is not None and cfg.limit < 1:
-            raise ConfigError(f"limit must be a positive number of instances, got {cfg.limit}")
+        _check_options(cfg)
         instances, _ = resolve_instances(cfg.source, seed=cfg.seed)
         if cfg.agents:
             instances = [i for i in instances if i.num_agents in cfg.agents]
@@ -148,7 +142,7 @@ def load_environment(**kwargs: Any) -> vf.Env:
             ``{"reward_shape": ...}``).
 
     Raises:
-        ConfigError: An unknown option or value.
+        ConfigError: An unknown option or a bad value (checked here, before any instance is loaded).
     """
     from pydantic import ValidationError
 
@@ -158,7 +152,22 @@ def load_environment(**kwargs: Any) -> vf.Env:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"verifiers environment option {where}: {first['msg']}") from None
+    _check_options(config.taskset)
     return vf.load_environment(config)
+
+
+def _check_options(cfg: Any) -> None:
+    """The checks pydantic's types leave: a known reward shape, a positive limit, a non-negative seed."""
+    from envengineer.mapf.rewards import SHAPES
+
+    if cfg.task.reward_shape not in SHAPES:
+        raise ConfigError(
+            f"task.reward_shape {cfg.task.reward_shape!r} is unknown; use one of {', '.join(SHAPES)}"
+        )
+    if cfg.limit is not None and cfg.limit < 1:
+        raise ConfigError(f"limit must be a positive number of instances, got {cfg.limit}")
+    if cfg.seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {cfg.seed}")
 
 
 def _instance(data: dict[str, Any]) -> Instance:

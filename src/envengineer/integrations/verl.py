@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from envengineer.errors import InstanceFormatError
+from envengineer.errors import ConfigError, InstanceFormatError
 from envengineer.integrations import require
 from envengineer.mapf.instance import Instance
 
@@ -46,15 +46,19 @@ VERL_COLUMNS: tuple[str, ...] = ("data_source", "prompt", "ability", "reward_mod
 def verl_rows(instances: Sequence[Instance], *, split: str, system: bool = True) -> list[dict[str, Any]]:
     """verl's rows for a set of solved instances.
 
+    Raises:
+        InstanceFormatError: Not a non-empty list of solved instances. ConfigError: a bad split name.
+
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> row = verl_rows([inst], split="test")[0]
     >>> row["data_source"], row["reward_model"]["style"], row["extra_info"]["id"]
     ('envengineer/mapf_frozenlake', 'rule', 'x')
     """
-    from envengineer.integrations.hf_datasets import check_solved
+    from envengineer.integrations.hf_datasets import check_solved, check_split
     from envengineer.mapf.prompt import build_messages
 
     check_solved(instances)
+    check_split(split)
     return [
         {
             "data_source": DATA_SOURCE,
@@ -95,7 +99,9 @@ def compute_score(
         The reward in ``[0, 1]``; never raises on what a model writes.
 
     Raises:
-        InstanceFormatError: Another data source, or a ground truth that is not a solved instance.
+        InstanceFormatError: Another data source, or a ground truth that is not a solved instance (text that
+            is not JSON, nested too deeply, holding a number too long to read, a malformed instance).
+        ConfigError: ``shape`` is not a known shape name, or a weight is unknown or not a number in [0, 1].
 
     >>> inst = Instance("ex", ("...",) * 3, ((0, 0), (0, 2)), ((0, 2), (0, 0)), 6, 4, 4)
     >>> compute_score(DATA_SOURCE, "<answer>A0: RIGHT RIGHT\\nA1: DOWN LEFT LEFT UP</answer>", inst.to_json())
@@ -106,8 +112,47 @@ def compute_score(
             f"compute_score scores data_source {DATA_SOURCE!r}, got {data_source!r}; "
             "route other sources to their own scorer"
         )
+    if not isinstance(shape, str):
+        raise ConfigError(f"shape must be a reward shape name such as 'graded', got {shape!r}")
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in weights.values()):
+        _check_weights(shape, weights)  # raises the ConfigError naming the bad weight
     reward = _reward(shape, tuple(sorted(weights.items())))
-    return reward([solution_str], instance=[ground_truth])[0]
+    return reward([solution_str], instance=[_ground_truth(ground_truth)])[0]
+
+
+def _check_weights(shape: str, weights: dict[str, Any]) -> Any:
+    from envengineer.mapf.rewards import make_reward
+
+    return make_reward(shape, **weights)  # type: ignore[arg-type]
+
+
+def _ground_truth(value: Any) -> Any:
+    """The ground truth as an :class:`Instance` (or as given, for the reward's own checks)."""
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8", errors="replace")
+    if isinstance(value, str):
+        return _instance_from_text(value)
+    if isinstance(value, dict):
+        return Instance.from_dict(value, where="the ground truth")
+    return value
+
+
+@lru_cache(maxsize=2048)
+def _instance_from_text(text: str) -> Instance:
+    import json
+
+    where = "the ground truth"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InstanceFormatError(f"{where} is not JSON ({exc.msg}); it must be Instance.to_json()") from None
+    except RecursionError:
+        raise InstanceFormatError(
+            f"{where} is JSON nested too deeply; an instance is a flat object"
+        ) from None
+    except ValueError as exc:  # an integer longer than Python's 4,300-digit limit
+        raise InstanceFormatError(f"{where} is not a readable JSON value ({str(exc)[:80]})") from None
+    return Instance.from_dict(data, where=where)
 
 
 @lru_cache(maxsize=16)

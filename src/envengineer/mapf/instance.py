@@ -10,6 +10,9 @@ top. The file format is JSON Lines, one instance per line::
 
 ``optimal_soc``, ``optimal_makespan``, ``shortest_sum`` and ``needs_wait`` may be absent (or null) in a
 file a user brings; ``envengineer solve`` fills them in. Unknown extra keys are kept in ``meta``.
+``id`` is a string (an integer is read as its decimal text); a null, boolean, list or object id is refused,
+never renamed. A file is strict JSON: ``NaN`` and ``Infinity`` anywhere on a line are refused when read
+(write ``null`` or a number), so what ``save_instances`` writes back is always JSON.
 """
 
 from __future__ import annotations
@@ -139,7 +142,7 @@ class Instance:
         return d
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"))
+        return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
 
     @classmethod
     def from_dict(cls, d: Any, *, where: str = "instance") -> Instance:
@@ -149,6 +152,10 @@ class Instance:
         missing = [k for k in ("id", "grid", "starts", "goals") if k not in d]
         if missing:
             raise InstanceFormatError(f"{where}: missing required field(s) {missing}")
+        if d["id"] is None or isinstance(d["id"], (bool, list, dict)):
+            raise InstanceFormatError(
+                f"{where}: 'id' is {json.dumps(d['id'])[:40]}; give every instance a string id"
+            )
         grid = d["grid"]
         if not isinstance(grid, list) or not all(isinstance(r, str) for r in grid):
             raise InstanceFormatError(f"{where}: 'grid' must be a list of row strings like \"..H.\"")
@@ -285,13 +292,19 @@ def iter_instances(path: str | Path) -> Iterator[Instance]:
 def _json_line(line: str, where: str) -> Any:
     """One JSON value; malformed, too deeply nested or oversized numbers are one-line errors."""
     try:
-        return json.loads(line)
+        return json.loads(line, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InstanceFormatError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except InstanceFormatError as exc:  # NaN or Infinity
+        raise InstanceFormatError(f"{where}: {exc}") from None
     except RecursionError:
         raise InstanceFormatError(f"{where}: JSON nested too deeply; an instance is a flat object") from None
     except ValueError as exc:  # e.g. an integer longer than Python's 4,300-digit limit
         raise InstanceFormatError(f"{where}: not a readable JSON value ({str(exc)[:80]})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise InstanceFormatError(f"{name} is not a JSON value; write null or a number")
 
 
 def load_instances(path: str | Path) -> list[Instance]:

@@ -44,16 +44,21 @@ from envengineer.models.cache import cache_root
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "MAX_SEED",
     "POLICY_SIZES",
     "PROMPT_STYLE_KEY",
     "PolicySize",
     "build_tokenizer",
+    "check_seed",
     "init_policy",
     "is_policy_name",
     "is_small_policy",
     "named_policy_path",
+    "parse_policy_name",
+    "parse_seed",
     "policy_summary",
     "prompt_style_of",
+    "replaceable_folder",
 ]
 
 #: Key of ``config.json`` that names the prompt style a model was trained to read.
@@ -165,33 +170,98 @@ def init_policy(
 ) -> Path:
     """Create a freshly initialised policy folder (weights, config, tokenizer, chat template).
 
+    Every argument is checked before torch is imported, so a bad one fails in well under a second.
+
     Args:
         out: The folder to write (created; must be empty or absent unless ``overwrite``).
         size: One of :data:`POLICY_SIZES` (``tiny``, ``small``, ``base``).
-        seed: Seed of the weight initialisation (the same seed gives the same weights).
+        seed: Seed of the weight initialisation, in ``[0, 2**32)`` (the same seed gives the same weights).
         prompt_style: The prompt style the policy reads, recorded in ``config.json``.
         max_length: Longest sequence (prompt + answer) in tokens.
-        overwrite: Replace an existing non-empty folder.
+        overwrite: Replace the contents of an existing model folder (see :func:`replaceable_folder`): the
+            new policy is written beside it first, then the old files are removed and the new ones moved in,
+            so no file of the old model survives.
 
     Returns:
         The folder.
 
     Raises:
-        ConfigError: Unknown size or prompt style, a bad length, or a non-empty folder.
+        ConfigError: Unknown size or prompt style, a bad seed or length, a non-empty folder without
+            ``overwrite``, or (with ``overwrite``) a folder that does not look like a model folder.
     """
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     if size not in POLICY_SIZES:
         raise ConfigError(f"unknown policy size {size!r}; use one of {list(POLICY_SIZES)}")
     check_prompt_style(prompt_style)
-    if not 64 <= max_length <= 65536:
-        raise ConfigError(f"max_length must be in [64, 65536], got {max_length}")
+    check_seed(seed, where="the seed")
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or not 64 <= max_length <= 65536:
+        raise ConfigError(f"max_length must be an integer in [64, 65536], got {max_length!r}")
     folder = Path(out)
+    replace = _check_folder(folder, overwrite)
+    if not replace:
+        folder.mkdir(parents=True, exist_ok=True)
+        n = _write_policy(folder, size, seed, prompt_style, max_length)
+        log.info(
+            "initialised a %s policy (%.2fM parameters, %s prompts) in %s",
+            size,
+            n / 1e6,
+            prompt_style,
+            folder,
+        )
+        return folder
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.resolve().name}.tmp-", dir=folder.resolve().parent))
+    try:
+        n = _write_policy(tmp, size, seed, prompt_style, max_length)
+        for old in folder.iterdir():
+            old.unlink()
+        for new in tmp.iterdir():
+            new.rename(folder / new.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info(
+        "replaced %s with a new %s policy (%.2fM parameters, %s prompts)", folder, size, n / 1e6, prompt_style
+    )
+    return folder
+
+
+def replaceable_folder(folder: Path) -> bool:
+    """True for a folder ``--overwrite`` may empty: a model folder of plain files.
+
+    The rule: the folder holds a ``config.json`` (a model folder: one :func:`init_policy` or a trainer
+    wrote) and nothing but regular files (no subfolder, no symbolic link). A run folder, a home folder or
+    a checkpoint tree is never emptied; remove it yourself or name a new folder.
+
+    >>> replaceable_folder(Path("/nonexistent-folder"))
+    False
+    """
+    if folder.is_symlink() or not folder.is_dir() or not (folder / "config.json").is_file():
+        return False
+    return all(entry.is_file() and not entry.is_symlink() for entry in folder.iterdir())
+
+
+def _check_folder(folder: Path, overwrite: bool) -> bool:
+    """Whether the folder's old contents must be replaced; raises when it may not be written."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{folder} is a file; name a folder for the policy")
-    if folder.is_dir() and any(folder.iterdir()) and not overwrite:
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return False
+    if not overwrite:
         raise ConfigError(f"{folder} is not empty; name a new folder or pass --overwrite")
+    if not replaceable_folder(folder):
+        raise ConfigError(
+            f"{folder} is not a model folder (a config.json beside plain files only); --overwrite replaces "
+            "only those: name a new folder or empty this one yourself"
+        )
+    return True
+
+
+def _write_policy(folder: Path, size: str, seed: int, prompt_style: PromptStyle, max_length: int) -> int:
+    """Write the policy into ``folder``; returns its parameter count."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
     shape = POLICY_SIZES[size]
     tokenizer = build_tokenizer(max_length)
     config = LlamaConfig(
@@ -213,14 +283,36 @@ def init_policy(
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.bos_token_id = None
-    folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    n = sum(p.numel() for p in model.parameters())
-    log.info(
-        "initialised a %s policy (%.2fM parameters, %s prompts) in %s", size, n / 1e6, prompt_style, folder
-    )
-    return folder
+    return sum(p.numel() for p in model.parameters())
+
+
+#: Largest initialisation seed (``--seed`` and ``policy:SIZE@SEED`` alike): seeds lie in ``[0, 2**32)``.
+MAX_SEED = 2**32 - 1
+_SEED_TEXT = re.compile(r"[0-9]{1,10}")
+
+
+def check_seed(seed: object, *, where: str) -> int:
+    """The seed itself when it is an integer in ``[0, 2**32)``; otherwise a :class:`ConfigError`.
+
+    >>> check_seed(7, where="--seed")
+    7
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"{where} must be an integer in [0, {MAX_SEED}], got {seed!r}")
+    return seed
+
+
+def parse_seed(text: str, *, where: str) -> int:
+    """A seed written in ASCII digits (``0``-``9`` only: no sign, ``_``, space or other script's digits).
+
+    >>> parse_seed("42", where="--seed")
+    42
+    """
+    if not _SEED_TEXT.fullmatch(text):
+        raise ConfigError(f"{where} must be written in the digits 0-9, in [0, {MAX_SEED}], got {text[:20]!r}")
+    return check_seed(int(text), where=where)
 
 
 POLICY_PREFIX = "policy:"
@@ -236,24 +328,26 @@ def is_policy_name(name: str | None) -> bool:
 
 
 def parse_policy_name(name: str) -> tuple[str, int]:
-    """``(size, seed)`` of a ``policy:SIZE[@SEED]`` name.
+    """``(size, seed)`` of a ``policy:SIZE[@SEED]`` name; SEED in ASCII digits, bounded as ``--seed``.
+
+    Raises:
+        ConfigError: An unknown size, or a seed that is empty, not ASCII digits or out of ``[0, 2**32)``.
 
     >>> parse_policy_name("policy:small@3")
     ('small', 3)
     """
     spec = name.strip().lower()[len(POLICY_PREFIX) :]
-    size, _, seed_text = spec.partition("@")
+    size, at, seed_text = spec.partition("@")
     if size not in POLICY_SIZES:
         raise ConfigError(
             f"unknown policy size in {name!r}; use policy:SIZE with SIZE in {list(POLICY_SIZES)}"
         )
+    if not at:
+        return size, 0
     try:
-        seed = int(seed_text) if seed_text else 0
-    except ValueError:
-        raise ConfigError(f"bad seed in {name!r}; write policy:SIZE@SEED with an integer SEED") from None
-    if not 0 <= seed < 2**32:
-        raise ConfigError(f"the seed in {name!r} must be in [0, 2**32)")
-    return size, seed
+        return size, parse_seed(seed_text, where=f"the seed in {name!r}")
+    except ConfigError as exc:
+        raise ConfigError(f"bad seed: {exc}; write policy:SIZE@SEED or drop the '@'") from None
 
 
 def named_policy_path(name: str) -> Path:
