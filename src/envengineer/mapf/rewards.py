@@ -180,6 +180,14 @@ class RewardFunction:
         Raises:
             InstanceFormatError: The column is missing or holds a malformed or unsolved instance.
         """
+        return [self.score(verdict, inst.num_agents) for inst, verdict in self.judge(completions, instance)]
+
+    def judge(self, completions: Sequence[Any], instance: Any = None) -> list[tuple[Instance, Verdict]]:
+        """The instance and the validator's verdict of each completion (what :meth:`__call__` scores).
+
+        Raises:
+            InstanceFormatError: as :meth:`__call__`.
+        """
         if instance is None:
             raise InstanceFormatError(
                 "the reward needs the dataset column 'instance' (Instance.to_json() per row); "
@@ -191,11 +199,11 @@ class RewardFunction:
             raise InstanceFormatError(
                 f"{len(completions)} completions but {len(instance)} values in the 'instance' column"
             )
-        rewards = []
+        judged = []
         for completion, value in zip(completions, instance, strict=True):
             inst = _instance(value)
-            rewards.append(self.score(validate(inst, completion_text(completion)), inst.num_agents))
-        return rewards
+            judged.append((inst, validate(inst, completion_text(completion))))
+        return judged
 
 
 def make_reward(shape: RewardShape = "graded", **weights: float) -> Callable[..., list[float]]:

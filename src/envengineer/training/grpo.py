@@ -41,13 +41,17 @@ from typing import Any
 from envengineer.errors import ConfigError, EnvEngineerError
 from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.instance import Instance
+from envengineer.mapf.rewards import make_reward
 from envengineer.training.dataset import check_prompt_lengths, prompt_rows, write_manifest
+from envengineer.training.diagnostics import SampledStats, probe_callback
 from envengineer.training.presets import GRPOPreset, default_preset_name, load_preset, preset_to_yaml
+from envengineer.training.trainer import make_trainer_class
 
 log = logging.getLogger(__name__)
 
 TRAIN_EXTRA_HINT = "pip install 'envengineer[train]'"
 _TRAIN_MODULES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
+PROBE_SEED = 4242  # the in-round probe's boards: their own seeds, disjoint from the benchmark
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,7 @@ def train_round(
     reward_shape: str | None = None,
     reward_funcs: Sequence[Callable[..., list[float]]] = (),
     max_steps: int | None = None,
+    probe_instances: Sequence[Instance] | None = None,
     _generate_seconds: float = 0.0,
 ) -> TrainResult:
     """Train one GRPO round on ``instances`` with the testbed's reward and save a loadable checkpoint.
@@ -142,6 +147,8 @@ def train_round(
         reward_shape: ``"graded"``, ``"sparse"`` or ``"dense"``; overrides the preset's ``reward_shape``.
         reward_funcs: Extra TRL reward functions summed with the testbed's reward (experiments, tests).
         max_steps: Stop after this many optimizer steps (smoke runs and benchmarks).
+        probe_instances: Boards of the in-round probe (default: a small held-out set shaped like the
+            round; see :mod:`envengineer.training.diagnostics`). Training boards equal to one are dropped.
 
     Returns:
         The :class:`TrainResult`.
@@ -151,10 +158,6 @@ def train_round(
         EnvEngineerError: the training extra is not installed.
     """
     require_train_deps()
-    from trl import GRPOTrainer
-
-    from envengineer.mapf.rewards import make_reward
-
     t_start = time.perf_counter()
     resolved = _resolve_preset(preset)
     shape = reward_shape or resolved.reward_shape
@@ -164,29 +167,30 @@ def train_round(
     log.info("GRPO round: model %s, %d instances, reward %s, out %s", model_path, len(instances), shape, out)
 
     timing = Timing(generate_s=_generate_seconds)
-    t0 = time.perf_counter()
     style = resolved.resolve_prompt_style(model_path)
-    rows = prompt_rows(instances, style=style)
-    tokenizer = load_tokenizer(model_path)
-    longest = check_prompt_lengths(
-        tokenizer, rows, resolved.max_prompt_length, **resolved.chat_template_kwargs
-    )
-    from datasets import Dataset
-
-    dataset = Dataset.from_list(rows)
+    probe_set = _probe_set(resolved, instances, probe_instances)
+    instances = _without_probe_boards(instances, probe_set)
+    t0 = time.perf_counter()
+    dataset, longest = _prompt_dataset(model_path, instances, resolved, style)
     timing.dataset_s = time.perf_counter() - t0
 
     overrides = {} if max_steps is None else {"max_steps": int(max_steps)}
     args = resolved.build_config(output_dir=out / "trainer", seed=seed, epochs=epochs, **overrides)
-    reward = timing.wrap(make_reward(shape))
-    trainer = GRPOTrainer(
+    stats = SampledStats(make_reward(shape), args.num_generations)
+    probe = _probe_callback(resolved, probe_set, style=style, seed=seed, temperature=args.temperature)
+    trainer_class = make_trainer_class(
+        dynamic=resolved.dynamic_sampling.enabled, max_refills=resolved.dynamic_sampling.max_refills, seed=seed
+    )
+    trainer = trainer_class(
         model=model_path,
-        reward_funcs=[reward, *reward_funcs],
+        reward_funcs=[timing.wrap(stats), *reward_funcs],
         args=args,
         train_dataset=dataset,
         peft_config=resolved.lora.to_peft() if resolved.lora.enabled else None,
-        callbacks=[step_timer(timing)],
+        callbacks=[step_timer(timing)] + ([probe] if probe is not None else []),
     )
+    if probe is not None:
+        probe.attach(trainer)
     output = _run(trainer, timing)
     checkpoint = save_checkpoint(trainer, out, base_model=model_path, lora=resolved.lora.enabled)
     metrics = {
@@ -199,6 +203,8 @@ def train_round(
         "longest_prompt_tokens": longest,
         "steps": trainer.state.global_step,
         "train": dict(output.metrics),
+        "sampled": stats.summary(),
+        "probe": {"boards": len(probe_set), "rows": probe.rows if probe is not None else []},
         "timing": timing.summary(),
         "memory": peak_memory(),
         "log_history": list(trainer.state.log_history),
@@ -206,13 +212,71 @@ def train_round(
     }
     steps = trainer.state.global_step
     release(trainer)
-    del trainer
+    del trainer, probe
     collect_garbage()
     seconds = time.perf_counter() - t_start
     metrics["seconds"] = seconds
     write_run_files(out, metrics, preset_to_yaml(resolved))
     log.info("GRPO round done: %d steps in %.1f s; checkpoint %s", steps, seconds, checkpoint)
     return TrainResult(checkpoint=checkpoint, metrics=metrics, steps=steps, seconds=seconds)
+
+
+def _prompt_dataset(model_path: str, instances: Sequence[Instance], preset: GRPOPreset, style: str) -> tuple[Any, int]:
+    """The prompt dataset and its longest prompt in tokens (refused when over the preset's limit)."""
+    from datasets import Dataset
+
+    rows = prompt_rows(instances, style=style)
+    tokenizer = load_tokenizer(model_path)
+    longest = check_prompt_lengths(tokenizer, rows, preset.max_prompt_length, **preset.chat_template_kwargs)
+    return Dataset.from_list(rows), longest
+
+
+def _probe_set(
+    preset: GRPOPreset, instances: Sequence[Instance], given: Sequence[Instance] | None
+) -> list[Instance]:
+    """The boards the in-round probe answers: ``given``, else a small held-out set shaped like the round
+    (its agent counts and sizes, ``probe.per_cell`` boards per size and wait subset; seeds of their own)."""
+    if preset.probe.every == 0:
+        return []
+    if given is not None:
+        return list(given)
+    from envengineer.mapf.benchmark import build_validation_set
+
+    probe: list[Instance] = []
+    for agents in sorted({i.num_agents for i in instances}):
+        sizes = [i.size for i in instances if i.num_agents == agents]
+        probe += build_validation_set(
+            preset.probe.per_cell, seed=PROBE_SEED, agents=(agents,), min_size=min(sizes), max_size=max(sizes),
+            workers=1,
+        )  # fmt: skip
+    return probe
+
+
+def _without_probe_boards(instances: Sequence[Instance], probe: Sequence[Instance]) -> Sequence[Instance]:
+    """``instances`` less any board of the probe set, so the probe measures boards never trained on."""
+    if not probe:
+        return instances
+    held = {i.board_hash() for i in probe}
+    kept = [i for i in instances if i.board_hash() not in held]
+    if len(kept) < len(instances):
+        log.info("dropped %d training boards that are probe boards", len(instances) - len(kept))
+    return kept
+
+
+def _probe_callback(
+    preset: GRPOPreset, probe_set: Sequence[Instance], *, style: str, seed: int, temperature: float
+) -> Any:
+    if not probe_set:
+        return None
+    return probe_callback(
+        probe_set,
+        every=preset.probe.every,
+        style=style,
+        max_new_tokens=preset.max_completion_length,
+        kl=preset.probe.kl,
+        temperature=temperature,
+        seed=seed,
+    )
 
 
 def _resolve_preset(preset: Any) -> GRPOPreset:

@@ -80,6 +80,34 @@ class LoraSettings(BaseModel):
         )
 
 
+class ProbeSettings(BaseModel):
+    """The in-round probe (:mod:`envengineer.training.diagnostics`): greedy answers on fixed held-out boards."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    every: int = Field(
+        default=25, ge=0, le=1_000_000, description="Probe every N optimizer steps and before the first (0: off)."
+    )
+    per_cell: int = Field(
+        default=2, ge=1, le=50, description="Probe boards per (agents, size, wait subset) of the round's data."
+    )
+    kl: bool = Field(
+        default=True,
+        description="Also estimate the KL from the round's starting weights (keeps one copy of the model).",
+    )
+
+
+class DynamicSamplingSettings(BaseModel):
+    """DAPO's dynamic sampling (:mod:`envengineer.training.trainer`): zero-variance groups are refilled."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(default=False, description="Replace groups without reward variance by fresh ones.")
+    max_refills: int = Field(
+        default=4, ge=0, le=64, description="Extra generation batches per step at most (then: top up as is)."
+    )
+
+
 class _Preset(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -139,6 +167,12 @@ class GRPOPreset(_Preset):
     )
     grpo: dict[str, Any] = Field(
         default_factory=dict, description="Options of trl.GRPOConfig, passed through."
+    )
+    probe: ProbeSettings = Field(
+        default_factory=ProbeSettings, description="Greedy probe on fixed held-out boards inside the round."
+    )
+    dynamic_sampling: DynamicSamplingSettings = Field(
+        default_factory=DynamicSamplingSettings, description="Refill zero-variance groups (single process)."
     )
 
     def batch_shape(self, world_size: int = 1) -> tuple[int, int]:
