@@ -82,6 +82,11 @@ class ContextSpec(BaseModel):
         default=False, description="H: whether the history shows the round-0 default configuration."
     )
     self_summary: bool = Field(default=True, description="S: the rationale written in the previous round.")
+    learnability: bool = Field(
+        default=False,
+        description="L: the policy's sampled success and zero-variance share per map size in the round's "
+        "training (not one of the paper's modules).",
+    )
     training_details: TrainingDetail = Field(
         default="bookkeeping",
         description="T: none; bookkeeping (round index, rounds, epochs); full (adds algorithm, objective, "
@@ -102,6 +107,8 @@ class ContextSpec(BaseModel):
             parts.append("S")
         if self.training_details != "none":
             parts.append(f"T({self.training_details})")
+        if self.learnability:
+            parts.append("L")
         return "+".join(parts) or "(empty)"
 
     def switches(self) -> dict[str, Any]:
@@ -113,6 +120,7 @@ class ContextSpec(BaseModel):
             "H_default": self.history_include_default,
             "S": self.self_summary,
             "T": self.training_details,
+            "L": self.learnability,
         }
 
     @classmethod
@@ -129,6 +137,7 @@ class ContextSpec(BaseModel):
             "H_default": "history_include_default",
             "S": "self_summary",
             "T": "training_details",
+            "L": "learnability",
         }
         unknown = sorted(str(k) for k in switches if k not in names)
         if unknown:
@@ -140,6 +149,7 @@ class ContextSpec(BaseModel):
             "history_include_default": False,
             "self_summary": False,
             "training_details": "none",
+            "learnability": False,
         }
         data.update({names[k]: v for k, v in switches.items()})
         try:
@@ -400,6 +410,35 @@ def render_failures(report: Mapping[str, Any] | None) -> str:
     else:
         lines.append("No failures were recorded.")
     return "\n".join(lines).rstrip()
+
+
+def render_learnability(sampled: Mapping[str, Any] | None) -> str:
+    """L: per map size, how often the policy's sampled plans were valid in the round's training and the
+    share of GRPO groups whose samples all scored the same (no gradient)."""
+    lines = ["## What the policy sampled during the round's training", ""]
+    rows = []
+    for size in _sorted_keys(sampled or {}):
+        s = (sampled or {}).get(size) or {}
+        n = _float(s.get("completions"))
+        if not n:
+            continue
+        zero = _float(s.get("zero_std"))
+        rows.append(
+            f"| {size}x{size} | {int(n)} | {_pct(100 * (_float(s.get('valid')) or 0.0))} | "
+            f"{_pct(100 * (_float(s.get('optimal')) or 0.0))} | {'-' if zero is None else _pct(100 * zero)} |"
+        )
+    if not rows:
+        lines.append("No training samples were recorded.")
+        return "\n".join(lines)
+    lines += [
+        "| size | sampled plans | valid % | optimal % | groups without reward variance % |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+        "A group whose plans all score the same teaches nothing; sizes where about half the sampled plans "
+        "are valid give the most signal.",
+    ]
+    return "\n".join(lines)
 
 
 GUIDELINES: tuple[str, ...] = (

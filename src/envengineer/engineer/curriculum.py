@@ -13,6 +13,13 @@ A classic learning-progress curriculum over the same knobs the LLM engineers con
   normalised), so the distribution moves gradually.
 
 Success rates are pooled over the validation set's agent counts (weighted by instance counts).
+
+The ``learnability`` baseline (:class:`LearnabilityCurriculum`) moves the same ladder and weights data the
+same way, but reads the policy's *sampled* success during the round's training (``metrics.json
+["sampled"]``, per map size) instead of its greedy validation success: the share of a size's sampled plans
+that were valid is the ``p`` whose ``p (1 - p)`` is largest where GRPO groups have reward variance, so data
+goes where the gradient is ("No Regrets", Rutherford et al. 2024; online difficulty filtering, Bae et al.
+2025). A size that was not trained on last round falls back to its validation rate.
 """
 
 from __future__ import annotations
@@ -71,6 +78,12 @@ class ThresholdCurriculum:
     metric: Literal["valid", "optimal"] = "valid"
     name: str = "threshold"
 
+    baseline = "threshold"  # the kind in records (a class attribute, not an option)
+
+    def rates_of(self, request: EngineerRequest) -> dict[int, dict[str, float]] | None:
+        """The per-size success rates the ladder reads: the validation report's (None: from the report)."""
+        return None
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple((float(h), float(w)) for h, w in self.levels))
         if not (0.0 <= self.lower < self.upper <= 1.0):
@@ -100,12 +113,12 @@ class ThresholdCurriculum:
             raise ConfigError(f"metric must be 'valid' or 'optimal', got {self.metric!r}")
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], *, name: str = "threshold") -> ThresholdCurriculum:
+    def from_options(cls, options: Mapping[str, Any], *, name: str | None = None) -> ThresholdCurriculum:
         """Build from an experiment file's ``options`` mapping, naming any unknown option."""
         known = {f.name for f in fields(cls)} - {"name"}
         unknown = sorted(set(options) - known)
         if unknown:
-            raise ConfigError(f"unknown threshold option(s) {unknown}; use {sorted(known)}")
+            raise ConfigError(f"unknown {cls.baseline} option(s) {unknown}; use {sorted(known)}")
         opts = dict(options)
         if "levels" in opts:
             try:
@@ -114,7 +127,7 @@ class ThresholdCurriculum:
                 raise ConfigError(
                     f"levels must be a list of [hole_ratio, wait_ratio] pairs, got {options['levels']!r:.80}"
                 ) from None
-        return cls(**opts, name=name)
+        return cls(**opts, name=name or cls.baseline)
 
     def level_of(self, hole_ratio: float, wait_ratio: float, hole_max: float = 0.5) -> int:
         """The ladder level nearest to a (hole_ratio, wait_ratio) pair (ties go to the easier level)."""
@@ -126,10 +139,17 @@ class ThresholdCurriculum:
         return min(range(len(self.levels)), key=lambda i: (dist(self.levels[i]), i))
 
     def step_config(
-        self, config: RoundConfig, report: Mapping[str, Any] | None, space: ConfigSpace
+        self,
+        config: RoundConfig,
+        report: Mapping[str, Any] | None,
+        space: ConfigSpace,
+        rates: Mapping[int, Mapping[str, float]] | None = None,
     ) -> tuple[RoundConfig, dict[str, Any]]:
-        """The next configuration and, per size, what was read and decided."""
-        rates = per_size_rates(report)
+        """The next configuration and, per size, what was read and decided.
+
+        ``rates`` (per size, ``valid``/``optimal`` in percent) replace the report's when given.
+        """
+        rates = per_size_rates(report) if rates is None else rates
         prev = config.normalised_ratios()
         top = len(self.levels) - 1
         moves: dict[str, Any] = {}
@@ -181,7 +201,7 @@ class ThresholdCurriculum:
     def propose(self, request: EngineerRequest) -> EngineerDecision:
         """Move each size's ladder level by its validation success and shift data toward the frontier."""
         t0 = time.perf_counter()
-        cfg, moves = self.step_config(request.config, request.report, request.space)
+        cfg, moves = self.step_config(request.config, request.report, request.space, self.rates_of(request))
         summary = "; ".join(
             f"{n}x{n}: {self.metric} "
             + ("n/a" if m["rate"] is None else f"{100 * m['rate']:.1f}%")
@@ -196,7 +216,7 @@ class ThresholdCurriculum:
             raw_proposal=cfg.model_dump(mode="json"),
             rationale=summary,
             details={
-                "baseline": "threshold",
+                "baseline": self.baseline,
                 "upper": self.upper,
                 "lower": self.lower,
                 "step": self.step,
@@ -208,3 +228,43 @@ class ThresholdCurriculum:
             },
             seconds=time.perf_counter() - t0,
         )
+
+
+@dataclass(frozen=True)
+class LearnabilityCurriculum(ThresholdCurriculum):
+    """The threshold ladder driven by the policy's sampled success in training (see the module docstring).
+
+    The defaults differ from ``threshold``'s: a size moves up when more than 80 % of its sampled plans
+    are valid and down below 20 %, the band where GRPO groups still have reward variance.
+
+    >>> from envengineer.mapf.config import RoundConfig
+    >>> from envengineer.engineer.decision import EngineerRequest
+    >>> cfg = RoundConfig.model_validate({"sizes": {
+    ...     "3": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0.2},
+    ...     "6": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0.2}}})
+    >>> sampled = {"3": {"valid": 0.9, "optimal": 0.9}, "6": {"valid": 0.5, "optimal": 0.4}}
+    >>> d = LearnabilityCurriculum(momentum=0.0).propose(EngineerRequest(0, cfg, None, sampled=sampled))
+    >>> d.config.sizes[3].hole_ratio, d.config.sizes[6].hole_ratio  # 3x3 too easy: one level up
+    (0.2, 0.1)
+    >>> d.config.sizes[6].data_ratio > d.config.sizes[3].data_ratio  # p(1-p): 0.25 against 0.09
+    True
+    """
+
+    upper: float = 0.8
+    lower: float = 0.2
+    name: str = "learnability"
+
+    baseline = "learnability"
+
+    def rates_of(self, request: EngineerRequest) -> dict[int, dict[str, float]]:
+        """Sampled valid/optimal rates per size (percent), validation rates where a size was not sampled."""
+        rates = dict(per_size_rates(request.report))
+        for key, stats in (request.sampled or {}).items():
+            try:
+                n = int(key)
+                valid, optimal = float(stats["valid"]), float(stats["optimal"])
+            except (KeyError, TypeError, ValueError):
+                continue  # a damaged entry reads as not sampled
+            if stats.get("completions", 1) and math.isfinite(valid) and math.isfinite(optimal):
+                rates[n] = {"valid": 100.0 * valid, "optimal": 100.0 * optimal}
+        return rates

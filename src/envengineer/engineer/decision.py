@@ -17,7 +17,7 @@ from envengineer.engineer.context import FINAL, ContextSpec, HistoryEntry, conte
 from envengineer.errors import ConfigError
 from envengineer.mapf.config import DEFAULT_SPACE, ConfigSpace, RoundConfig
 
-EngineerKind = Literal["self", "base", "openai", "fixed", "random", "threshold"]
+EngineerKind = Literal["self", "base", "openai", "fixed", "random", "threshold", "learnability"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,10 @@ class EngineerRequest:
             ``num_agents`` (bookkeeping); ``algorithm``, ``objective``, ``reward``, ``hyperparameters``
             (full).
         context: Which context modules an LLM engineer reads; a :class:`ContextSpec` or a variant name.
+        sampled: What the round's training sampled, per map size (``metrics.json["sampled"]`` of the
+            train stage: ``completions``, ``valid`` and ``optimal`` rates as fractions, ``zero_std``, the
+            share of GRPO groups without reward variance), or None (no training, or not recorded). Read by
+            the ``learnability`` baseline and, with the L module, by LLM engineers.
     """
 
     round_index: int
@@ -45,6 +49,7 @@ class EngineerRequest:
     previous_rationale: str | None = None
     training: Mapping[str, Any] = field(default_factory=dict)
     context: ContextSpec = FINAL
+    sampled: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if (

@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
@@ -297,7 +297,8 @@ def make_engineer(
     """Build an engineer from simple settings (an experiment file's ``engineer`` section).
 
     Args:
-        kind: ``self`` / ``base`` / ``openai`` (LLM engineers), ``fixed``, ``random`` or ``threshold``.
+        kind: ``self`` / ``base`` / ``openai`` (LLM engineers), ``fixed``, ``random``, ``threshold`` or
+            ``learnability``.
         name: Name in records (default: the kind; ``openai:<model>`` for endpoints).
         model: ``self``: the current checkpoint; ``base``: the starting model; ``openai``: the served model.
         backend: An already-built ``ChatBackend`` (tests, or a backend shared with evaluation); when given,
@@ -312,14 +313,16 @@ def make_engineer(
         schema: LLM engineers: ``compact`` or ``json`` configuration format in the prompt.
         config: ``fixed``: the round-0 configuration.
         seed: ``random``: base seed; LLM engineers: sampling seed.
-        **options: ``threshold`` only: :class:`~envengineer.engineer.curriculum.ThresholdCurriculum` fields.
+        **options: ``threshold`` and ``learnability`` only: the fields of
+            :class:`~envengineer.engineer.curriculum.ThresholdCurriculum`.
 
     Raises:
         ConfigError: a missing or unknown setting, with what to set instead.
     """
-    if options and kind != "threshold":
+    if options and kind not in ("threshold", "learnability"):
         raise ConfigError(
-            f"engineer {kind!r} takes no options {sorted(options)}; options apply to 'threshold'"
+            f"engineer {kind!r} takes no options {sorted(options)}; options apply to 'threshold' and "
+            "'learnability'"
         )
     match kind:
         case "self" | "base" | "openai":
@@ -343,11 +346,10 @@ def make_engineer(
             return FixedEngineer(config, name or "fixed")
         case "random":
             return RandomEngineer(seed, name or "random")
-        case "threshold":
-            from envengineer.engineer.curriculum import ThresholdCurriculum
+        case "threshold" | "learnability":
+            from envengineer.engineer.curriculum import LearnabilityCurriculum, ThresholdCurriculum
 
-            return ThresholdCurriculum.from_options(options, name=name or "threshold")
+            ladder = LearnabilityCurriculum if kind == "learnability" else ThresholdCurriculum
+            return ladder.from_options(options, name=name)
         case _:
-            raise ConfigError(
-                f"unknown engineer kind {kind!r}; use self, base, openai, fixed, random or threshold"
-            )
+            raise ConfigError(f"unknown engineer kind {kind!r}; use {', '.join(get_args(EngineerKind))}")

@@ -26,6 +26,7 @@ from envengineer.engineer.context import (
     HistoryEntry,
     render_failures,
     render_guidelines,
+    render_learnability,
     render_history,
     render_self_summary,
     render_training_details,
@@ -230,11 +231,13 @@ def build_retry_messages(
 
 # -- the whole context ------------------------------------------------------------------------------------
 def context_sections(request: EngineerRequest) -> list[tuple[str, str]]:
-    """The enabled modules as ``(code, text)`` pairs, in the order F, G, H, S, T."""
+    """The enabled modules as ``(code, text)`` pairs, in the order F, L, G, H, S, T."""
     spec = request.context
     out: list[tuple[str, str]] = []
     if spec.failures:
         out.append(("F", render_failures(request.report)))
+    if spec.learnability:
+        out.append(("L", render_learnability(request.sampled)))
     if spec.guidelines:
         out.append(("G", render_guidelines()))
     if spec.history:

@@ -261,7 +261,7 @@ def _default_engineer_factory(
         return make_engineer("fixed", config=round0)
     if spec.kind == "random":
         return make_engineer("random", seed=experiment.seeds.config)
-    return make_engineer("threshold", **spec.options)
+    return make_engineer(spec.kind, **spec.options)  # threshold or learnability
 
 
 def _resolve_model(model: str | None) -> str:

@@ -30,26 +30,28 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from envengineer.engineer.trust_region import TrustRegion
 from envengineer.errors import ConfigError
 from envengineer.mapf.config import format_validation_error, read_yaml
 from envengineer.yamlio import YAMLDataError, brief, load_yaml
 
 log = logging.getLogger(__name__)
 
-EngineerKind = Literal["self", "base", "openai", "fixed", "random", "threshold"]
+EngineerKind = Literal["self", "base", "openai", "fixed", "random", "threshold", "learnability"]
 TrainingDetails = Literal["none", "bookkeeping", "full"]
 ScriptedPolicy = Literal["scripted:optimal", "scripted:greedy", "scripted:random"]
 
 #: The paper's context ablation (SPEC §5), each variant adding one module to the previous one.
 #: Keys: F failure breakdown, G guidelines, H history, H_default (history includes the round-0 default),
-#: S previous self-summary, T training details.
+#: S previous self-summary, T training details; L (not in the paper: off in every variant) the policy's
+#: sampled success and zero-variance share per size in the round's training.
 CONTEXT_VARIANTS: dict[str, dict[str, Any]] = {
-    "V1": {"F": True, "G": False, "H": False, "H_default": False, "S": False, "T": "none"},
-    "V2": {"F": True, "G": True, "H": False, "H_default": False, "S": False, "T": "none"},
-    "V3": {"F": True, "G": True, "H": True, "H_default": True, "S": False, "T": "none"},
-    "V4": {"F": True, "G": True, "H": True, "H_default": False, "S": False, "T": "none"},
-    "V5": {"F": True, "G": True, "H": True, "H_default": False, "S": True, "T": "none"},
-    "V6": {"F": True, "G": True, "H": True, "H_default": False, "S": True, "T": "bookkeeping"},
+    "V1": {"F": True, "G": False, "H": False, "H_default": False, "S": False, "T": "none", "L": False},
+    "V2": {"F": True, "G": True, "H": False, "H_default": False, "S": False, "T": "none", "L": False},
+    "V3": {"F": True, "G": True, "H": True, "H_default": True, "S": False, "T": "none", "L": False},
+    "V4": {"F": True, "G": True, "H": True, "H_default": False, "S": False, "T": "none", "L": False},
+    "V5": {"F": True, "G": True, "H": True, "H_default": False, "S": True, "T": "none", "L": False},
+    "V6": {"F": True, "G": True, "H": True, "H_default": False, "S": True, "T": "bookkeeping", "L": False},
 }
 
 
@@ -78,6 +80,11 @@ class ContextSettings(_Model):
     T: TrainingDetails | None = Field(
         default=None, description="Training details: none, bookkeeping or full (None: the variant's)."
     )
+    L: bool | None = Field(
+        default=None,
+        description="Learnability: the policy's sampled success and zero-variance share per size in the "
+        "round's training (not a paper module; None: the variant's, which is off).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -105,7 +112,9 @@ class EngineerSettings(_Model):
         default="self",
         description="self: the current checkpoint; base: the untrained starting model; openai: an "
         "OpenAI-compatible endpoint; fixed: the round-0 configuration every round; random: a fresh random "
-        "configuration each round; threshold: a per-size difficulty ladder moved by validation success.",
+        "configuration each round; threshold: a per-size difficulty ladder moved by validation success; "
+        "learnability: the same ladder moved by the policy's sampled success in training, data where it "
+        "is intermediate (p (1 - p)).",
     )
     context: ContextSettings = Field(
         default_factory=ContextSettings, description="Context modules: a variant name or explicit switches."
@@ -153,9 +162,15 @@ class EngineerSettings(_Model):
         le=2**30,
         description="openai only: largest response body accepted, after decompression (larger: an error).",
     )
+    trust_region: TrustRegion | None = Field(
+        default=None,
+        description="Bound how far any knob moves in one round (data_ratio, hole_ratio, wait_ratio); applied "
+        "after projection and recorded in projection.json. None (the paper's setting): no bound.",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict,
-        description="Kind-specific options (threshold only: upper, lower, step, levels, floor, momentum).",
+        description="Kind-specific options (threshold and learnability only: upper, lower, step, levels, "
+        "floor, momentum, metric).",
     )
 
     @model_validator(mode="after")

@@ -33,15 +33,17 @@ def preflight(experiment: Experiment) -> None:
         context_spec(exp.engineer.context.switches())
     except ConfigError as exc:
         problems.append(f"engineer.context: {exc}")
-    if exp.engineer.options and exp.engineer.kind != "threshold":
+    if exp.engineer.options and exp.engineer.kind not in ("threshold", "learnability"):
         problems.append(
-            f"engineer.options apply to kind 'threshold' only; remove them for {exp.engineer.kind!r}"
+            "engineer.options apply to kinds 'threshold' and 'learnability' only; remove them for "
+            f"{exp.engineer.kind!r}"
         )
-    elif exp.engineer.kind == "threshold":
+    elif exp.engineer.kind in ("threshold", "learnability"):
         try:
-            from envengineer.engineer.curriculum import ThresholdCurriculum
+            from envengineer.engineer.curriculum import LearnabilityCurriculum, ThresholdCurriculum
 
-            ThresholdCurriculum.from_options(exp.engineer.options)
+            ladder = LearnabilityCurriculum if exp.engineer.kind == "learnability" else ThresholdCurriculum
+            ladder.from_options(exp.engineer.options)
         except (ConfigError, TypeError, ValueError) as exc:
             problems.append(f"engineer.options: {exc}")
     for needed, section, preset, kind in (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
                 "sets; fix the engineer (projection keeps them)"
             )
         raw = record.get("raw_proposal")
+        config, bounded = bound_move(loop, r, config)
         state.source = f"engineer:{loop.exp.engineer.kind}"
         projection = {
             "source": state.source,
@@ -75,6 +77,8 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
             "attempts": len(record.get("attempts") or []),
             "config": config.model_dump(mode="json"),
         }
+        if bounded is not None:
+            projection["trust_region"] = bounded
         write_engineer(d / "engineer", record)
         state.rationale = record.get("rationale")
         info = {
@@ -92,6 +96,33 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
     if (d / "engineer" / "rationale.txt").exists():  # read back on resume (the S module): hashed too
         paths["rationale"] = d / "engineer" / "rationale.txt"
     return paths, info
+
+
+def bound_move(loop: Loop, r: int, config: RoundConfig) -> tuple[RoundConfig, dict[str, Any] | None]:
+    """``config`` within the experiment's trust region around round ``r - 1``'s, and what was pulled back."""
+    region = loop.exp.engineer.trust_region
+    if region is None:
+        return config, None
+    from envengineer.engineer.trust_region import apply_trust_region
+
+    bounded, changes = apply_trust_region(loop.rounds[r - 1].config, config, region)
+    if changes:
+        log.info("round %d: the trust region pulled back %d value(s) of the proposal", r, len(changes))
+    return bounded, {
+        "bounds": region.model_dump(mode="json"),
+        "proposed": config.model_dump(mode="json"),
+        "changes": changes,
+    }
+
+
+def sampled_stats(loop: Loop, r: int) -> dict[str, Any] | None:
+    """What round ``r``'s training sampled per map size (``metrics.json["sampled"]``), or None."""
+    path = loop.rd.round_dir(r) / "train" / "metrics.json"
+    try:
+        sampled = json.loads(path.read_text(encoding="utf-8"))["metrics"]["sampled"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no training this round (scripted policy), or a run from before it was recorded
+    return sampled if isinstance(sampled, dict) and sampled else None
 
 
 def load(loop: Loop, state: RoundState, entry: Any) -> None:
@@ -133,6 +164,7 @@ def build_request(loop: Loop, r: int) -> Any:
         previous_rationale=prev.rationale,
         training=training_details(loop, r - 1),
         context=context_spec(loop.exp.engineer.context.switches()),
+        sampled=sampled_stats(loop, r - 1),
     )
 
 
