@@ -382,6 +382,13 @@ class WarmStartSettings(_Model):
         min_length=1,
         description="Map sizes of the warm-start data, equally weighted (None: every size of the space).",
     )
+    agents: tuple[int, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="Agent counts of the warm-start data, equal shares (None: the experiment's num_agents). "
+        "A policy that never saw a third agent cannot plan for one, so the small-policy experiments use "
+        "[2, 3] while the paper's training stays on two agents.",
+    )
     seed: int | None = Field(
         default=None,
         ge=0,

@@ -25,25 +25,7 @@ log = logging.getLogger(__name__)
 def run(loop: Loop) -> tuple[dict[str, Any], dict[str, Any]]:
     ws = loop.exp.warm_start
     d = loop.rd.root / "warm_start"
-    config = RoundConfig.model_validate(
-        {
-            "sizes": {
-                n: {"data_ratio": 1.0, "hole_ratio": ws.hole_ratio, "wait_ratio": ws.wait_ratio}
-                for n in (ws.sizes or loop.space.sizes)
-            },
-            "num_agents": loop.exp.num_agents,
-            "num_samples": ws.samples,
-        }
-    )
-    data_seed, train_seed = (
-        (loop.exp.seeds.data, loop.exp.seeds.training) if ws.seed is None else (ws.seed, ws.seed)
-    )
-    seed = round_seed(data_seed, "warm_start", 0)
-    instances = loop.comps.generator(
-        config, seed, split="train", exclude=loop.exclude, progress=loop.progress
-    )
-    atomic_write_text(d / "config.yaml", config.to_yaml())
-    atomic_write_jsonl(d / "manifest.jsonl", (manifest_row(i) for i in instances))
+    instances = data(loop, d)
     cache = cache_dir(loop.exp, instances) if ws.cache else None
     if cache is not None and (cache / "record.json").exists():
         record = read_json(cache / "record.json")
@@ -51,6 +33,7 @@ def run(loop: Loop) -> tuple[dict[str, Any], dict[str, Any]]:
         log.info("warm-start: reusing %s (same model, settings, seeds and data)", cache)
     else:
         release_shared_backend()
+        train_seed = loop.exp.seeds.training if ws.seed is None else ws.seed
         result = loop.comps.warm_starter(
             loop.exp.model,
             instances,
@@ -59,6 +42,7 @@ def run(loop: Loop) -> tuple[dict[str, Any], dict[str, Any]]:
             seed=round_seed(train_seed, "warm_start", 0),
             max_steps=ws.max_steps,
         )
+        seed = round_seed(loop.exp.seeds.data if ws.seed is None else ws.seed, "warm_start", 0)
         record = train_record(result, model_in=loop.exp.model, seed=seed, preset=ws.preset, epochs=None)
         if cache is not None:
             record = store(cache, record)
@@ -69,6 +53,38 @@ def run(loop: Loop) -> tuple[dict[str, Any], dict[str, Any]]:
         "steps": record["steps"],
         "instances": len(instances),
     }
+
+
+def data(loop: Loop, d: Path) -> list[Instance]:
+    """The warm-start's boards: equal shares of each agent count (shuffled together, so every batch mixes
+    them), recorded in ``config.yaml`` (one configuration per agent count after the first:
+    ``config.aN.yaml``) and ``manifest.jsonl``."""
+    ws = loop.exp.warm_start
+    data_seed = loop.exp.seeds.data if ws.seed is None else ws.seed
+    agents = ws.agents or (loop.exp.num_agents,)
+    instances: list[Instance] = []
+    for k, count in enumerate(agents):
+        share = ws.samples // len(agents) + (k < ws.samples % len(agents))
+        sizes = [n for n in (ws.sizes or loop.space.sizes) if n >= count]  # the benchmark's rule
+        config = RoundConfig.model_validate(
+            {
+                "sizes": {n: {"data_ratio": 1.0, "hole_ratio": ws.hole_ratio, "wait_ratio": ws.wait_ratio} for n in sizes},
+                "num_agents": count,
+                "num_samples": share,
+            }
+        )  # fmt: skip
+        instances += loop.comps.generator(
+            config, round_seed(data_seed, "warm_start", k), split="train", exclude=loop.exclude,
+            progress=loop.progress,
+        )  # fmt: skip
+        atomic_write_text(d / ("config.yaml" if k == 0 else f"config.a{count}.yaml"), config.to_yaml())
+    if len(agents) > 1:
+        import numpy as np
+
+        order = np.random.default_rng(round_seed(data_seed, "warm_start", len(agents))).permutation(len(instances))
+        instances = [instances[i] for i in order]
+    atomic_write_jsonl(d / "manifest.jsonl", (manifest_row(i) for i in instances))
+    return instances
 
 
 def cache_dir(exp: Experiment, instances: Sequence[Instance]) -> Path:
