@@ -145,8 +145,15 @@ def prompt_text(context: ContextSpec | str) -> str:
 
 # -- switches and variants --------------------------------------------------------------------------------
 def test_variants_follow_the_papers_cumulative_ablation() -> None:
-    assert V1.switches() == {"F": True, "G": False, "H": False, "H_default": False, "S": False, "T": "none",
-                            "L": False}  # L is not a paper module: off in every variant
+    assert V1.switches() == {
+        "F": True,
+        "G": False,
+        "H": False,
+        "H_default": False,
+        "S": False,
+        "T": "none",
+        "L": False,
+    }  # L is not a paper module: off in every variant
     assert V2.switches() == {**V1.switches(), "G": True}
     assert V3.switches() == {**V2.switches(), "H": True, "H_default": True}
     assert V4.switches() == {**V3.switches(), "H_default": False}

@@ -94,7 +94,9 @@ def _grpo(
     from envengineer.training.presets import load_preset
 
     preset = load_preset("grpo-small", "grpo").model_dump(mode="json")
-    preset["grpo"].update(_CPU, max_steps=2, per_device_train_batch_size=8, num_generations=4, learning_rate=lr)
+    preset["grpo"].update(
+        _CPU, max_steps=2, per_device_train_batch_size=8, num_generations=4, learning_rate=lr
+    )
     preset["max_completion_length"] = 12
     preset.update(preset_keys)
     result = train_round(
@@ -107,7 +109,9 @@ def _grpo(
 def test_a_grpo_step_with_dynamic_sampling_refills_zero_variance_groups(policy: Path, tmp_path: Path) -> None:
     def length_on_3x3(completions: list, instance: list, **kwargs: object) -> list[float]:
         # varies on 3x3 boards (sampled lengths differ), constant elsewhere: 4x4 groups carry no signal
-        sizes = [json.loads(i)["size"] if "size" in json.loads(i) else len(json.loads(i)["grid"]) for i in instance]
+        sizes = [
+            json.loads(i)["size"] if "size" in json.loads(i) else len(json.loads(i)["grid"]) for i in instance
+        ]
         text = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
         return [float(len(t)) if s == 3 else 0.0 for t, s in zip(text, sizes, strict=True)]
 
@@ -126,7 +130,9 @@ def test_round_metrics_hold_sampled_stats_and_the_probe_with_kl(policy: Path, tm
     def length_reward(completions: list, **kwargs: object) -> list[float]:
         return [float(len(c[-1]["content"] if isinstance(c, list) else c)) for c in completions]
 
-    metrics = _grpo(policy, tmp_path, _boards(16), [length_reward], lr=0.02, probe={"every": 1, "per_cell": 1})
+    metrics = _grpo(
+        policy, tmp_path, _boards(16), [length_reward], lr=0.02, probe={"every": 1, "per_cell": 1}
+    )
     assert set(metrics["sampled"]) == {"3", "4"}
     assert sum(s["completions"] for s in metrics["sampled"].values()) == 16  # 2 steps x 8 completions
     rows = metrics["probe"]["rows"]

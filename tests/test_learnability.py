@@ -28,7 +28,9 @@ pytest.importorskip("envengineer.evaluation")
 def _config(**sizes: tuple[float, float, float]) -> RoundConfig:
     return RoundConfig.model_validate(
         {
-            "sizes": {n[1:]: {"data_ratio": d, "hole_ratio": h, "wait_ratio": w} for n, (d, h, w) in sizes.items()},
+            "sizes": {
+                n[1:]: {"data_ratio": d, "hole_ratio": h, "wait_ratio": w} for n, (d, h, w) in sizes.items()
+            },
             "num_agents": 2,
             "num_samples": 100,
         }
@@ -74,9 +76,13 @@ def test_learnability_is_built_from_experiment_settings_and_checked_in_preflight
     with pytest.raises(ConfigError, match="unknown learnability option"):
         make_engineer("learnability", uper=0.7)
     exp = Experiment.model_validate(
-        {"name": "t", "policy": "scripted:greedy", "engineer": {"kind": "learnability", "options": {"upper": 2}}}
+        {
+            "name": "t",
+            "policy": "scripted:greedy",
+            "engineer": {"kind": "learnability", "options": {"upper": 2}},
+        }
     )
-    with pytest.raises(ConfigError, match="engineer.options"):
+    with pytest.raises(ConfigError, match=r"engineer\.options"):
         preflight(exp)
 
 
@@ -127,7 +133,9 @@ def test_the_loop_applies_and_records_the_trust_region(tmp_path: Path, sets: dic
     run = tmp_path / "run"
     run.mkdir()
     (run / "validation_set.jsonl").write_bytes(sets["validation"].read_bytes())
-    exp = _experiment(sets, kind="random", trust_region={"data_ratio": 0.05, "hole_ratio": 0.05, "wait_ratio": 0.05})
+    exp = _experiment(
+        sets, kind="random", trust_region={"data_ratio": 0.05, "hole_ratio": 0.05, "wait_ratio": 0.05}
+    )
     run_experiment(exp, run)
     c0 = RoundConfig.load(run / "round_00" / "config.applied.yaml")
     c1 = RoundConfig.load(run / "round_01" / "config.applied.yaml")
@@ -142,7 +150,9 @@ def test_the_loop_applies_and_records_the_trust_region(tmp_path: Path, sets: dic
     assert "trust_region" not in read_json(run / "round_00" / "projection.json")
 
 
-def test_the_loop_hands_the_rounds_sampled_stats_to_the_engineer(tmp_path: Path, sets: dict[str, Path]) -> None:
+def test_the_loop_hands_the_rounds_sampled_stats_to_the_engineer(
+    tmp_path: Path, sets: dict[str, Path]
+) -> None:
     requests: list[Any] = []
     sampled = {"3": {"completions": 8, "valid": 0.5, "optimal": 0.25, "groups": 1, "zero_std": 0.0}}
 

@@ -26,8 +26,8 @@ from envengineer.engineer.context import (
     HistoryEntry,
     render_failures,
     render_guidelines,
-    render_learnability,
     render_history,
+    render_learnability,
     render_self_summary,
     render_training_details,
 )

@@ -181,7 +181,9 @@ def probe(
     try:
         backend = HFBackend.from_model(model, tokenizer, name="probe")
         conversations = [build_messages(i, style=style) for i in instances]
-        greedy = backend.generate(conversations, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens))
+        greedy = backend.generate(
+            conversations, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
+        )
         verdicts = [validate(i, c.text) for i, c in zip(instances, greedy, strict=True)]
         row = {
             "valid": round(sum(v.valid for v in verdicts) / len(verdicts), 4),
@@ -190,13 +192,17 @@ def probe(
         if start_weights is not None:
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
-                row["kl"] = round(_kl_k3(backend, start_weights, conversations, temperature, max_new_tokens), 6)
+                row["kl"] = round(
+                    _kl_k3(backend, start_weights, conversations, temperature, max_new_tokens), 6
+                )
         return row
     finally:
         model.train(was_training)
 
 
-def _kl_k3(backend: Any, start: dict[str, Any], conversations: list[Any], temperature: float, limit: int) -> float:
+def _kl_k3(
+    backend: Any, start: dict[str, Any], conversations: list[Any], temperature: float, limit: int
+) -> float:
     import torch
     from torch.func import functional_call
 

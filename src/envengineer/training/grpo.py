@@ -44,7 +44,13 @@ from envengineer.mapf.instance import Instance
 from envengineer.mapf.rewards import make_reward
 from envengineer.training.dataset import check_prompt_lengths, prompt_rows, write_manifest
 from envengineer.training.diagnostics import SampledStats, probe_callback
-from envengineer.training.presets import GRPOPreset, default_preset_name, load_preset, preset_to_yaml
+from envengineer.training.presets import (
+    GRPOPreset,
+    default_preset_name,
+    load_preset,
+    preset_to_yaml,
+    world_size,
+)
 from envengineer.training.trainer import make_trainer_class
 
 log = logging.getLogger(__name__)
@@ -178,38 +184,18 @@ def train_round(
     args = resolved.build_config(output_dir=out / "trainer", seed=seed, epochs=epochs, **overrides)
     stats = SampledStats(make_reward(shape), args.num_generations)
     probe = _probe_callback(resolved, probe_set, style=style, seed=seed, temperature=args.temperature)
-    trainer_class = make_trainer_class(
-        dynamic=resolved.dynamic_sampling.enabled, max_refills=resolved.dynamic_sampling.max_refills, seed=seed
-    )
-    trainer = trainer_class(
-        model=model_path,
-        reward_funcs=[timing.wrap(stats), *reward_funcs],
-        args=args,
-        train_dataset=dataset,
-        peft_config=resolved.lora.to_peft() if resolved.lora.enabled else None,
-        callbacks=[step_timer(timing)] + ([probe] if probe is not None else []),
-    )
-    if probe is not None:
-        probe.attach(trainer)
+    rewards, callbacks = [timing.wrap(stats), *reward_funcs], [step_timer(timing), probe]
+    trainer = _build_trainer(resolved, model_path, args, dataset, rewards, callbacks, seed)
     output = _run(trainer, timing)
     checkpoint = save_checkpoint(trainer, out, base_model=model_path, lora=resolved.lora.enabled)
     metrics = {
-        "kind": "grpo",
-        "model": model_path,
-        "checkpoint": str(checkpoint),
-        "reward_shape": shape,
-        "prompt_style": style,
-        "instances": len(instances),
-        "longest_prompt_tokens": longest,
-        "steps": trainer.state.global_step,
-        "train": dict(output.metrics),
-        "sampled": stats.summary(),
+        "kind": "grpo", "model": model_path, "checkpoint": str(checkpoint), "reward_shape": shape,
+        "prompt_style": style, "instances": len(instances), "longest_prompt_tokens": longest,
+        "steps": trainer.state.global_step, "train": dict(output.metrics), "sampled": stats.summary(),
         "probe": {"boards": len(probe_set), "rows": probe.rows if probe is not None else []},
-        "timing": timing.summary(),
-        "memory": peak_memory(),
-        "log_history": list(trainer.state.log_history),
+        "timing": timing.summary(), "memory": peak_memory(), "log_history": list(trainer.state.log_history),
         "preset": resolved.model_dump(mode="json"),
-    }
+    }  # fmt: skip
     steps = trainer.state.global_step
     release(trainer)
     del trainer, probe
@@ -221,7 +207,38 @@ def train_round(
     return TrainResult(checkpoint=checkpoint, metrics=metrics, steps=steps, seconds=seconds)
 
 
-def _prompt_dataset(model_path: str, instances: Sequence[Instance], preset: GRPOPreset, style: str) -> tuple[Any, int]:
+def _build_trainer(
+    preset: GRPOPreset,
+    model_path: str,
+    args: Any,
+    dataset: Any,
+    rewards: list[Any],
+    callbacks: list[Any],
+    seed: int,
+) -> Any:
+    """TRL's ``GRPOTrainer`` (with dynamic sampling when the preset asks), the probe attached to it."""
+    if preset.dynamic_sampling.enabled and world_size() > 1:
+        raise ConfigError("dynamic_sampling runs in a single process; turn it off for multi-process training")
+    trainer_class = make_trainer_class(
+        dynamic=preset.dynamic_sampling.enabled, max_refills=preset.dynamic_sampling.max_refills, seed=seed
+    )
+    trainer = trainer_class(
+        model=model_path,
+        reward_funcs=rewards,
+        args=args,
+        train_dataset=dataset,
+        peft_config=preset.lora.to_peft() if preset.lora.enabled else None,
+        callbacks=[c for c in callbacks if c is not None],
+    )
+    for callback in callbacks:
+        if hasattr(callback, "attach"):
+            callback.attach(trainer)
+    return trainer
+
+
+def _prompt_dataset(
+    model_path: str, instances: Sequence[Instance], preset: GRPOPreset, style: str
+) -> tuple[Any, int]:
     """The prompt dataset and its longest prompt in tokens (refused when over the preset's limit)."""
     from datasets import Dataset
 
@@ -245,10 +262,8 @@ def _probe_set(
     probe: list[Instance] = []
     for agents in sorted({i.num_agents for i in instances}):
         sizes = [i.size for i in instances if i.num_agents == agents]
-        probe += build_validation_set(
-            preset.probe.per_cell, seed=PROBE_SEED, agents=(agents,), min_size=min(sizes), max_size=max(sizes),
-            workers=1,
-        )  # fmt: skip
+        shape = {"agents": (agents,), "min_size": min(sizes), "max_size": max(sizes)}
+        probe += build_validation_set(preset.probe.per_cell, seed=PROBE_SEED, workers=1, **shape)
     return probe
 
 

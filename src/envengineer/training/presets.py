@@ -81,15 +81,21 @@ class LoraSettings(BaseModel):
 
 
 class ProbeSettings(BaseModel):
-    """The in-round probe (:mod:`envengineer.training.diagnostics`): greedy answers on fixed held-out boards."""
+    """The in-round probe (:mod:`envengineer.training.diagnostics`): greedy answers on held-out boards."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     every: int = Field(
-        default=25, ge=0, le=1_000_000, description="Probe every N optimizer steps and before the first (0: off)."
+        default=25,
+        ge=0,
+        le=1_000_000,
+        description="Probe every N optimizer steps and before the first (0: off).",
     )
     per_cell: int = Field(
-        default=2, ge=1, le=50, description="Probe boards per (agents, size, wait subset) of the round's data."
+        default=2,
+        ge=1,
+        le=50,
+        description="Probe boards per (agents, size, wait subset) of the round's data.",
     )
     kl: bool = Field(
         default=True,

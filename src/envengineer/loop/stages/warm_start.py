@@ -66,9 +66,10 @@ def data(loop: Loop, d: Path) -> list[Instance]:
     for k, count in enumerate(agents):
         share = ws.samples // len(agents) + (k < ws.samples % len(agents))
         sizes = [n for n in (ws.sizes or loop.space.sizes) if n >= count]  # the benchmark's rule
+        knobs = {"data_ratio": 1.0, "hole_ratio": ws.hole_ratio, "wait_ratio": ws.wait_ratio}
         config = RoundConfig.model_validate(
             {
-                "sizes": {n: {"data_ratio": 1.0, "hole_ratio": ws.hole_ratio, "wait_ratio": ws.wait_ratio} for n in sizes},
+                "sizes": {n: knobs for n in sizes},
                 "num_agents": count,
                 "num_samples": share,
             }
@@ -81,7 +82,9 @@ def data(loop: Loop, d: Path) -> list[Instance]:
     if len(agents) > 1:
         import numpy as np
 
-        order = np.random.default_rng(round_seed(data_seed, "warm_start", len(agents))).permutation(len(instances))
+        order = np.random.default_rng(round_seed(data_seed, "warm_start", len(agents))).permutation(
+            len(instances)
+        )
         instances = [instances[i] for i in order]
     atomic_write_jsonl(d / "manifest.jsonl", (manifest_row(i) for i in instances))
     return instances
