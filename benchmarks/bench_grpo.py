@@ -72,6 +72,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "grpo": {"learning_rate": 3e-4, "temperature": 0.7, "loss_type": "dr_grpo", "scale_rewards": "none"},
         "dynamic_sampling": {"enabled": True, "max_refills": 4},
     },
+    # ... anchored to the round's starting policy by a KL penalty (TRL keeps a reference copy)
+    "sparse-drgrpo-beta": {
+        "reward_shape": "sparse",
+        "grpo": {
+            "learning_rate": 1e-4,
+            "temperature": 1.0,
+            "loss_type": "dr_grpo",
+            "scale_rewards": "none",
+            "beta": 0.04,
+        },
+        "dynamic_sampling": {"enabled": False},
+    },
     "sparse-dapo-t07-dyn": {
         "reward_shape": "sparse",
         "grpo": {"learning_rate": 1e-4, "temperature": 0.7, "loss_type": "dapo", "scale_rewards": "group"},

@@ -11,7 +11,8 @@ def demo_experiment(*, smollm2: bool = False) -> Experiment:
     """The CPU demo (``envengineer demo``), ending with the report.
 
     By default the small-policy loop (``experiments/cpu/demo.yaml``): a tiny policy warm-started from
-    scratch, 3 GRPO rounds, the embedded SmolLM2-135M as the engineer; sized for 15 minutes on 2 CPU cores.
+    scratch on 2- and 3-agent boards, 3 GRPO rounds, the embedded SmolLM2-135M as the engineer (reading
+    what training sampled, its proposals inside a trust region).
     With ``smollm2`` the SmolLM2 self-engineer loop (``experiments/cpu/demo-smollm2.yaml``, about 10
     minutes), which shows the paper's arrangement running but not learning at this scale.
     """
@@ -23,7 +24,7 @@ DEMO: dict[str, Any] = {
     "name": "cpu-demo",
     "description": "The small-policy loop on a CPU: a 1M-parameter policy is warm-started from scratch on "
     "the solver's plans, trains for 3 GRPO rounds, and after rounds 0 and 1 the embedded SmolLM2-135M "
-    "reads its validation failures and writes the next round's configuration (context V6).",
+    "reads its validation failures and writes the next round's configuration (context V6 + L, trust region).",
     "model": "policy:tiny",
     "rounds": 3,
     "samples_per_round": 400,
@@ -38,12 +39,20 @@ DEMO: dict[str, Any] = {
         "sizes": [3, 4, 5, 6],
         "hole_ratio": 0.25,
         "wait_ratio": 0.5,
+        "agents": [2, 3],
         "seed": 0,
         "cache": True,
     },
-    "validation": {"per_cell": 4, "seed": 1, "agents": [2], "min_size": 3, "max_size": 8, "start": True},
-    "evaluation": {"backend": "hf", "batch_size": 64, "max_new_tokens": 160, "temperature": 0.0},
-    "engineer": {"kind": "base", "model": "embedded", "context": "V6", "retries": 2, "max_new_tokens": 512},
+    "validation": {"per_cell": 16, "seed": 1, "agents": [2, 3], "min_size": 3, "max_size": 8, "start": True},
+    "evaluation": {"backend": "hf", "batch_size": 64, "max_new_tokens": 320, "temperature": 0.0},
+    "engineer": {
+        "kind": "base",
+        "model": "embedded",
+        "context": {"variant": "V6", "L": True},
+        "trust_region": {"data_ratio": 0.2, "hole_ratio": 0.1, "wait_ratio": 0.25},
+        "retries": 2,
+        "max_new_tokens": 512,
+    },
     "seeds": {"config": 0, "data": 0, "training": 0, "evaluation": 0},
 }
 
