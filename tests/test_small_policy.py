@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
@@ -81,6 +81,9 @@ def test_cells_are_single_tokens_and_bigger_ones_fall_back_to_characters(tokeniz
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126) | st.sampled_from("\n\t")))
 def test_any_ascii_text_round_trips(tokenizer, text: str) -> None:
+    # The chat template's markers (<|user|>, <|end|>, ...) are read as special tokens wherever they appear,
+    # so a text spelling one out is a marker, not ASCII to round-trip (found by this test: '<|unk|>').
+    assume(not any(special in text for special in tokenizer.all_special_tokens))
     ids = tokenizer.encode(text)
     assert tokenizer.unk_token_id not in ids
     assert tokenizer.decode(ids) == text
