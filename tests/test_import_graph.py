@@ -33,7 +33,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     # being rewritten in another change; split it there
     "envengineer/training/grpo.py:train_round": "being rewritten",
     # hot loops of the solver and the validator: kept whole for speed (benchmarks/)
-    "envengineer/mapf/validator.py:_check_moves": "hot loop",
     "envengineer/mapf/solver/cbs.py:_cbs": "hot loop",
     "envengineer/mapf/solver/joint.py:_plan_group": "hot loop",
     # not split yet (issue 19's remaining step): the list may only shrink
