@@ -32,10 +32,13 @@ MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS: dict[str, str] = {
     # being rewritten in another change; split it there
     "envengineer/training/grpo.py:train_round": "being rewritten",
-    # hot loops of the solver and the validator: kept whole for speed (benchmarks/)
+    # the solver's search loops: not split yet. Per-node pieces (the root, a node's branches, a child's
+    # conflicts) could move out at one call per node; measure with benchmarks/bench_solver.py before and
+    # after (baseline, 5 agents 10x10, 50 boards, seed 0, shared 2-core machine: median 0.61 ms, p95 21 ms
+    # CPU per board). The validator's _check_moves was split that way at no measurable cost.
     "envengineer/mapf/solver/cbs.py:_cbs": "hot loop",
     "envengineer/mapf/solver/joint.py:_plan_group": "hot loop",
-    # not split yet (issue 19's remaining step): the list may only shrink
+    # not split yet: cli/loop.py is being edited in another change; split it there
     "envengineer/cli/loop.py:register": "to split",
 }
 #: Files allowed over the limit (the list may only shrink).
