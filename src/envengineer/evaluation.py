@@ -196,47 +196,10 @@ def evaluate(
     from envengineer.mapf.scoring import score
 
     params = params or SamplingParams()
-    if batch_size < 1:
-        raise EvaluationError(f"batch_size must be >= 1, got {batch_size}")
     ids = [inst.id for inst in instances]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise InstanceFormatError(f"instance id {dup!r} appears twice; ids must be unique to evaluate")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise EvaluationError(f"the output folder {out} is a file; name a folder")
-    out.mkdir(parents=True, exist_ok=True)
+    out = _checked_out_dir(ids, out_dir, batch_size)
     path = out / RESPONSES_FILE
-
-    records: dict[str, ResponseRecord] = {}
-    if resume:
-        records, dirty = read_records(path)
-        wanted = set(ids)
-        extra = [i for i in records if i not in wanted]
-        if extra:
-            log.warning(
-                "%s holds %d ids that are not in this set (e.g. %r); they are kept but not scored",
-                path,
-                len(extra),
-                extra[0],
-            )
-        failed = [i for i, r in records.items() if r.error is not None and i in wanted]
-        if failed and retry_errors:
-            log.info("asking again for %d instances whose earlier request failed", len(failed))
-            for i in failed:
-                del records[i]
-            dirty = True
-        if dirty:
-            write_records(path, list(records.values()))
-        if records:
-            log.info(
-                "resuming: %d of %d instances already answered in %s",
-                sum(i in records for i in wanted),
-                len(ids),
-                path,
-            )
-    elif path.exists():
-        path.unlink()
+    records = _records_to_keep(path, ids, resume=resume, retry_errors=retry_errors)
 
     todo = [inst for inst in instances if inst.id not in records]
     style = prompt_style or getattr(backend, "prompt_style", None) or "full"
@@ -245,33 +208,8 @@ def evaluate(
         todo.sort(key=lambda inst: -sum(len(m["content"]) for m in messages[inst.id]))
     bar = _progress_bar(len(instances), len(instances) - len(todo), progress, backend.name)
     started = time.perf_counter()
-    new_tokens = 0
-    new_done = 0
-    errors = 0
-    surrogates = 0
     try:
-        with open(path, "a", encoding="utf-8") as fh:
-            for lo in range(0, len(todo), batch_size):
-                batch = todo[lo : lo + batch_size]
-                completions = backend.generate([messages[inst.id] for inst in batch], params)
-                if len(completions) != len(batch):
-                    raise EvaluationError(
-                        f"backend {backend.name} returned {len(completions)} completions for "
-                        f"{len(batch)} conversations"
-                    )
-                for inst, comp in zip(batch, completions, strict=True):
-                    rec, replaced = _record(inst.id, comp)
-                    surrogates += replaced
-                    records[inst.id] = rec
-                    fh.write(rec.to_json() + "\n")
-                    new_tokens += rec.completion_tokens or 0
-                    errors += rec.error is not None
-                fh.flush()
-                os.fsync(fh.fileno())
-                new_done += len(batch)
-                if bar is not None:
-                    bar.update(len(batch))
-                    bar.set_postfix(tok_per_resp=f"{new_tokens / new_done:.0f}", errors=errors, refresh=False)
+        run = _ask(backend, todo, messages, params, batch_size, path, records, bar)
     finally:
         if bar is not None:
             bar.close()
@@ -281,20 +219,132 @@ def evaluate(
     tokens = {i: records[i].completion_tokens for i in ids if records[i].completion_tokens is not None}
     report = score(instances, responses, tokens or None)
     _write_json(out / SCORES_FILE, report.to_json())  # byte for byte what `envengineer score --json` writes
+    _write_info(out, backend, params, ids, records, run, seconds, batch_size)
+    return report
+
+
+def _checked_out_dir(ids: list[str], out_dir: str | Path, batch_size: int) -> Path:
+    """Check the arguments ``evaluate`` gets and create its output folder."""
+    if batch_size < 1:
+        raise EvaluationError(f"batch_size must be >= 1, got {batch_size}")
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise InstanceFormatError(f"instance id {dup!r} appears twice; ids must be unique to evaluate")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise EvaluationError(f"the output folder {out} is a file; name a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _records_to_keep(
+    path: Path, ids: list[str], *, resume: bool, retry_errors: bool
+) -> dict[str, ResponseRecord]:
+    """The records of an earlier run to keep (failed ones dropped when retried), the file made to match."""
+    if not resume:
+        if path.exists():
+            path.unlink()
+        return {}
+    records, dirty = read_records(path)
+    wanted = set(ids)
+    extra = [i for i in records if i not in wanted]
+    if extra:
+        log.warning(
+            "%s holds %d ids that are not in this set (e.g. %r); they are kept but not scored",
+            path,
+            len(extra),
+            extra[0],
+        )
+    failed = [i for i, r in records.items() if r.error is not None and i in wanted]
+    if failed and retry_errors:
+        log.info("asking again for %d instances whose earlier request failed", len(failed))
+        for i in failed:
+            del records[i]
+        dirty = True
+    if dirty:
+        write_records(path, list(records.values()))
+    if records:
+        log.info(
+            "resuming: %d of %d instances already answered in %s",
+            sum(i in records for i in wanted),
+            len(ids),
+            path,
+        )
+    return records
+
+
+@dataclass
+class _Asked:
+    """What one ``evaluate`` call asked for: the counts its ``eval_info.json`` reports."""
+
+    done: int = 0
+    tokens: int = 0
+    errors: int = 0
+    surrogates: int = 0
+
+
+def _ask(
+    backend: ChatBackend,
+    todo: list[Instance],
+    messages: dict[str, Any],
+    params: SamplingParams,
+    batch_size: int,
+    path: Path,
+    records: dict[str, ResponseRecord],
+    bar: Any,
+) -> _Asked:
+    """Ask for ``todo`` batch by batch; each record goes into ``records`` and ``path`` (synced per batch)."""
+    run = _Asked()
+    with open(path, "a", encoding="utf-8") as fh:
+        for lo in range(0, len(todo), batch_size):
+            batch = todo[lo : lo + batch_size]
+            completions = backend.generate([messages[inst.id] for inst in batch], params)
+            if len(completions) != len(batch):
+                raise EvaluationError(
+                    f"backend {backend.name} returned {len(completions)} completions for "
+                    f"{len(batch)} conversations"
+                )
+            for inst, comp in zip(batch, completions, strict=True):
+                rec, replaced = _record(inst.id, comp)
+                run.surrogates += replaced
+                records[inst.id] = rec
+                fh.write(rec.to_json() + "\n")
+                run.tokens += rec.completion_tokens or 0
+                run.errors += rec.error is not None
+            fh.flush()
+            os.fsync(fh.fileno())
+            run.done += len(batch)
+            if bar is not None:
+                bar.update(len(batch))
+                bar.set_postfix(tok_per_resp=f"{run.tokens / run.done:.0f}", errors=run.errors, refresh=False)
+    return run
+
+
+def _write_info(
+    out: Path,
+    backend: ChatBackend,
+    params: SamplingParams,
+    ids: list[str],
+    records: dict[str, ResponseRecord],
+    run: _Asked,
+    seconds: float,
+    batch_size: int,
+) -> None:
+    """Write ``eval_info.json`` and warn about replaced surrogates and failed requests."""
     info = {
         "backend": backend.name,
         "params": params.to_dict(),
         "instances": len(ids),
-        "asked_this_run": new_done,
+        "asked_this_run": run.done,
         "errors": sum(records[i].error is not None for i in ids),
         "seconds_this_run": round(seconds, 3),
-        "responses_per_second": round(new_done / seconds, 4) if new_done and seconds > 0 else None,
-        "tokens_per_second": round(new_tokens / seconds, 2) if new_tokens and seconds > 0 else None,
+        "responses_per_second": round(run.done / seconds, 4) if run.done and seconds > 0 else None,
+        "tokens_per_second": round(run.tokens / seconds, 2) if run.tokens and seconds > 0 else None,
         "batch_size": batch_size,
-        "surrogates_replaced_this_run": surrogates,
+        "surrogates_replaced_this_run": run.surrogates,
     }
-    if surrogates:
-        log.warning("%d lone surrogates in the answers were replaced by U+FFFD", surrogates)
+    if run.surrogates:
+        log.warning("%d lone surrogates in the answers were replaced by U+FFFD", run.surrogates)
     _write_json(out / INFO_FILE, info)
     if info["errors"]:
         first = next(records[i].error for i in ids if records[i].error is not None)
@@ -304,7 +354,6 @@ def evaluate(
             len(ids),
             first,
         )
-    return report
 
 
 def _record(instance_id: str, comp: Completion) -> tuple[ResponseRecord, int]:

@@ -75,6 +75,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-resume", action="store_true", help="start afresh instead of resuming OUT/responses.jsonl"
     )
+    _add_openai_options(p)
+    _add_local_options(p)
+    p.set_defaults(func=cmd_eval)
+
+
+def _add_openai_options(p: argparse.ArgumentParser) -> None:
+    """The options of the openai backend, in their own group of the help."""
     g = p.add_argument_group("openai backend")
     g.add_argument("--base-url", default=None, help="endpoint URL, e.g. http://localhost:8000/v1")
     g.add_argument(
@@ -97,6 +104,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="largest response body, after decompression (default 8 MiB)",
     )
     g.add_argument("--max-retries", type=int, default=None, help="retries on 429/5xx/timeouts (default 5)")
+
+
+def _add_local_options(p: argparse.ArgumentParser) -> None:
+    """The options of the hf and vllm backends, in their own group of the help."""
     g = p.add_argument_group("hf / vllm backends")
     g.add_argument("--device", default=None, help="hf: cpu, cuda, cuda:1 (default: cuda when available)")
     g.add_argument(
@@ -109,7 +120,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="hf on CPU: torch threads (default: torch's choice; 1 is fastest on a CPU other jobs keep busy)",
     )
-    p.set_defaults(func=cmd_eval)
 
 
 def load_eval_set(name: str) -> list[Any]:

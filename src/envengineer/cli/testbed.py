@@ -15,6 +15,16 @@ from envengineer.errors import ConfigError, InstanceFormatError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_generate(sub)
+    _register_solve(sub)
+    _register_benchmark(sub)
+    _register_score(sub)
+    _register_show(sub)
+    _register_play(sub)
+
+
+def _register_generate(sub: argparse._SubParsersAction) -> None:
+    """`envengineer generate`: solved instances, one cell or a whole round configuration."""
     p = sub.add_parser(
         "generate",
         help="generate solved instances (one cell, or a whole round configuration)",
@@ -34,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, help="output .jsonl (or .jsonl.gz)")
     p.set_defaults(func=cmd_generate)
 
+
+def _register_solve(sub: argparse._SubParsersAction) -> None:
+    """`envengineer solve`: the exact optima of an instance file."""
     p = sub.add_parser(
         "solve",
         help="fill in (or check) the exact optima of an instance file",
@@ -54,6 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_solve)
 
+
+def _register_benchmark(sub: argparse._SubParsersAction) -> None:
+    """`envengineer benchmark build|validation|info`."""
     p = sub.add_parser(
         "benchmark",
         help="build the benchmark or a validation set, or show their facts",
@@ -81,6 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b = bsub.add_parser("info", help="where the packaged benchmark lies, its hash and shape")
     b.set_defaults(func=cmd_benchmark_info)
 
+
+def _register_score(sub: argparse._SubParsersAction) -> None:
+    """`envengineer score`: the paper's table for a responses file."""
     p = sub.add_parser(
         "score",
         help="score a responses file: the paper's table",
@@ -91,6 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, dest="json_out", help="write verdicts and the table as JSON here")
     p.set_defaults(func=cmd_score)
 
+
+def _register_show(sub: argparse._SubParsersAction) -> None:
+    """`envengineer show`: one instance as text."""
     p = sub.add_parser(
         "show",
         help="print one instance as text (and its prompt)",
@@ -103,6 +125,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", action="store_true", help="also print the model prompt")
     p.set_defaults(func=cmd_show)
 
+
+def _register_play(sub: argparse._SubParsersAction) -> None:
+    """`envengineer play`: a scripted policy's responses."""
     p = sub.add_parser(
         "play",
         help="write a scripted policy's responses for an instance file",

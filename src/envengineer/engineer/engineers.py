@@ -126,74 +126,97 @@ class LLMEngineer:
             else None
         )
         attempts: list[Attempt] = []
-        last: ParsedAnswer | None = None
         for k in range(self.max_retries + 1):
-            seed = attempt_seed(getattr(self.params, "seed", 0), request.round_index, k)
-            params = dataclasses.replace(self.params, seed=seed, json_schema=json_schema)
-            t = time.perf_counter()
-            text, tokens, backend_error = self._generate(messages, params)
-            issues: list[str] = []
-            if backend_error:
-                parsed = ParsedAnswer(None, None, "", "none")
-                errors = [f"backend error: {backend_error}"]
-            else:
-                parsed = parse_answer(text)
-                errors = check_answer(parsed, request.space)
-                if not errors:
-                    issues = proposal_issues(parsed, request.space)
-                last = parsed
-            attempts.append(
-                Attempt(
-                    index=k,
-                    messages=tuple(dict(m) for m in messages),
-                    response=text,
-                    errors=tuple(errors),
-                    accepted=not errors,
-                    rationale=parsed.rationale,
-                    proposal=parsed.proposal,
-                    source=parsed.source,
-                    completion_tokens=tokens,
-                    backend_error=backend_error,
-                    seed=seed,
-                    seconds=time.perf_counter() - t,
-                    issues=tuple(issues),
-                )
-            )
-            if not errors:
-                projection = project(parsed.proposal, request.config, request.space)
-                log.info(
-                    "engineer %s: round %d proposal accepted at attempt %d (%d projection changes)",
-                    self.name,
-                    request.round_index,
-                    k + 1,
-                    len(projection.changes),
-                )
-                return EngineerDecision(
-                    engineer=self.name,
-                    round_index=request.round_index,
-                    config=projection.config,
-                    previous=request.config,
-                    raw_proposal=parsed.proposal,
-                    changes=projection.changes,
-                    rationale=parsed.rationale or None,
-                    attempts=tuple(attempts),
-                    context=request.context,
-                    details={
-                        "accepted_attempt": k,
-                        "constrained": self.constrained,
-                        "schema": self.schema,
-                        "issues": list(issues),
-                    },
-                    seconds=time.perf_counter() - t0,
-                )
+            attempt = self._attempt(request, messages, k, json_schema)
+            attempts.append(attempt)
+            if attempt.accepted:
+                return self._accepted(request, attempt, tuple(attempts), t0)
             log.warning(
                 "engineer %s: round %d attempt %d rejected: %s",
                 self.name,
                 request.round_index,
                 k + 1,
-                "; ".join(errors),
+                "; ".join(attempt.errors),
             )
-            messages = first if backend_error else build_retry_messages(first, text, errors, request.space)
+            messages = (
+                first
+                if attempt.backend_error
+                else build_retry_messages(first, attempt.response, attempt.errors, request.space)
+            )
+        return self._fell_back(request, tuple(attempts), t0)
+
+    def _attempt(
+        self, request: EngineerRequest, messages: list[dict[str, str]], k: int, json_schema: Any
+    ) -> Attempt:
+        """Ask once (attempt ``k``) and check the answer against the request's space."""
+        seed = attempt_seed(getattr(self.params, "seed", 0), request.round_index, k)
+        params = dataclasses.replace(self.params, seed=seed, json_schema=json_schema)
+        t = time.perf_counter()
+        text, tokens, backend_error = self._generate(messages, params)
+        issues: list[str] = []
+        if backend_error:
+            parsed = ParsedAnswer(None, None, "", "none")
+            errors = [f"backend error: {backend_error}"]
+        else:
+            parsed = parse_answer(text)
+            errors = check_answer(parsed, request.space)
+            if not errors:
+                issues = proposal_issues(parsed, request.space)
+        return Attempt(
+            index=k,
+            messages=tuple(dict(m) for m in messages),
+            response=text,
+            errors=tuple(errors),
+            accepted=not errors,
+            rationale=parsed.rationale,
+            proposal=parsed.proposal,
+            source=parsed.source,
+            completion_tokens=tokens,
+            backend_error=backend_error,
+            seed=seed,
+            seconds=time.perf_counter() - t,
+            issues=tuple(issues),
+        )
+
+    def _accepted(
+        self, request: EngineerRequest, attempt: Attempt, attempts: tuple[Attempt, ...], t0: float
+    ) -> EngineerDecision:
+        """The decision for an accepted attempt: its proposal projected onto the space."""
+        projection = project(attempt.proposal, request.config, request.space)
+        log.info(
+            "engineer %s: round %d proposal accepted at attempt %d (%d projection changes)",
+            self.name,
+            request.round_index,
+            attempt.index + 1,
+            len(projection.changes),
+        )
+        return EngineerDecision(
+            engineer=self.name,
+            round_index=request.round_index,
+            config=projection.config,
+            previous=request.config,
+            raw_proposal=attempt.proposal,
+            changes=projection.changes,
+            rationale=attempt.rationale or None,
+            attempts=attempts,
+            context=request.context,
+            details={
+                "accepted_attempt": attempt.index,
+                "constrained": self.constrained,
+                "schema": self.schema,
+                "issues": list(attempt.issues),
+            },
+            seconds=time.perf_counter() - t0,
+        )
+
+    def _fell_back(
+        self, request: EngineerRequest, attempts: tuple[Attempt, ...], t0: float
+    ) -> EngineerDecision:
+        """The decision when no attempt was accepted: the previous configuration kept.
+
+        Its raw proposal is the last one read from an answer (attempts the backend failed have none).
+        """
+        answered = [a for a in attempts if not a.backend_error]
         reason = (
             f"no acceptable configuration after {len(attempts)} attempt(s); kept the previous "
             f"configuration. Last errors: {'; '.join(attempts[-1].errors)}"
@@ -204,9 +227,9 @@ class LLMEngineer:
             round_index=request.round_index,
             config=request.config,
             previous=request.config,
-            raw_proposal=last.proposal if last else None,
+            raw_proposal=answered[-1].proposal if answered else None,
             rationale=None,
-            attempts=tuple(attempts),
+            attempts=attempts,
             fell_back=True,
             fallback_reason=reason,
             context=request.context,

@@ -264,6 +264,30 @@ def project(proposal: Any, previous: RoundConfig, space: ConfigSpace = DEFAULT_S
 
 def _project(proposal: Any, previous: RoundConfig, space: ConfigSpace) -> Projection:
     changes: list[str] = []
+    proposed = _proposed_sizes(_size_mapping(proposal, previous, changes), space, changes)
+    bounds = {
+        "data_ratio": (0.0, DATA_RATIO_MAX),
+        "hole_ratio": (0.0, space.hole_ratio_max),
+        "wait_ratio": (0.0, 1.0),
+    }
+    raw_sizes: dict[int, dict[str, float]] = {}
+    for n in space.sizes:
+        prev = previous.sizes.get(n)
+        prev_vals = prev.model_dump() if prev else {"data_ratio": 0.0, "hole_ratio": 0.0, "wait_ratio": 0.0}
+        if n not in proposed:
+            changes.append(f"size {n} missing; filled from the previous configuration")
+            raw_sizes[n] = dict(prev_vals)
+        else:
+            raw_sizes[n] = _project_size(n, proposed[n], prev_vals, bounds, changes)
+    _normalise_data_ratios(raw_sizes, changes)
+    config = RoundConfig.model_validate(
+        {"sizes": raw_sizes, "num_agents": previous.num_agents, "num_samples": previous.num_samples}
+    )
+    return Projection(raw=proposal, config=config, changes=tuple(changes))
+
+
+def _size_mapping(proposal: Any, previous: RoundConfig, changes: list[str]) -> Mapping[Any, Any]:
+    """The per-size part of a proposal: its ``sizes`` when it has the full shape, else the proposal."""
     body = proposal
     if isinstance(body, Mapping) and "sizes" in body:
         for key in ("num_agents", "num_samples"):
@@ -281,7 +305,11 @@ def _project(proposal: Any, previous: RoundConfig, space: ConfigSpace) -> Projec
             f"proposal has no per-size mapping (got {type(body).__name__}); kept the previous sizes"
         )
         body = {}
+    return body
 
+
+def _proposed_sizes(body: Mapping[Any, Any], space: ConfigSpace, changes: list[str]) -> dict[int, Any]:
+    """The entries of ``body`` keyed by a legal size (unknown, illegal and repeated sizes dropped)."""
     proposed: dict[int, Any] = {}
     for key, value in body.items():
         try:
@@ -296,45 +324,39 @@ def _project(proposal: Any, previous: RoundConfig, space: ConfigSpace) -> Projec
             changes.append(f"size {n} given twice; kept the first")
             continue
         proposed[n] = value
+    return proposed
 
-    bounds = {
-        "data_ratio": (0.0, DATA_RATIO_MAX),
-        "hole_ratio": (0.0, space.hole_ratio_max),
-        "wait_ratio": (0.0, 1.0),
-    }
-    raw_sizes: dict[int, dict[str, float]] = {}
-    for n in space.sizes:
-        prev = previous.sizes.get(n)
-        prev_vals = prev.model_dump() if prev else {"data_ratio": 0.0, "hole_ratio": 0.0, "wait_ratio": 0.0}
-        if n not in proposed:
-            changes.append(f"size {n} missing; filled from the previous configuration")
-            raw_sizes[n] = dict(prev_vals)
-            continue
-        entry = proposed[n]
-        if not isinstance(entry, Mapping):
-            changes.append(
-                f"size {n}: expected an object with data/hole/wait ratios; kept the previous values"
-            )
-            raw_sizes[n] = dict(prev_vals)
-            continue
-        for key in entry:
-            if key not in bounds:
-                changes.append(f"size {n}: dropped unknown key {_short(key)}")
-        vals = {}
-        for key, (lo, hi) in bounds.items():
-            v = _number(entry.get(key))
-            if v is None:
-                changes.append(
-                    f"size {n}: {key} {_short(entry.get(key))} is not a number; kept {prev_vals[key]}"
-                )
-                v = prev_vals[key]
-            elif v < lo or v > hi:
-                clipped = min(max(v, lo), hi)
-                changes.append(f"size {n}: {key} {_short(entry.get(key))} clipped to {clipped}")
-                v = clipped
-            vals[key] = v
-        raw_sizes[n] = vals
 
+def _project_size(
+    n: int,
+    entry: Any,
+    prev_vals: dict[str, float],
+    bounds: dict[str, tuple[float, float]],
+    changes: list[str],
+) -> dict[str, float]:
+    """One size's ratios: numbers clipped to ``bounds``, anything else kept from ``prev_vals``."""
+    if not isinstance(entry, Mapping):
+        changes.append(f"size {n}: expected an object with data/hole/wait ratios; kept the previous values")
+        return dict(prev_vals)
+    for key in entry:
+        if key not in bounds:
+            changes.append(f"size {n}: dropped unknown key {_short(key)}")
+    vals = {}
+    for key, (lo, hi) in bounds.items():
+        v = _number(entry.get(key))
+        if v is None:
+            changes.append(f"size {n}: {key} {_short(entry.get(key))} is not a number; kept {prev_vals[key]}")
+            v = prev_vals[key]
+        elif v < lo or v > hi:
+            clipped = min(max(v, lo), hi)
+            changes.append(f"size {n}: {key} {_short(entry.get(key))} clipped to {clipped}")
+            v = clipped
+        vals[key] = v
+    return vals
+
+
+def _normalise_data_ratios(raw_sizes: dict[int, dict[str, float]], changes: list[str]) -> None:
+    """Make the data ratios sum to 1 (uniform when they are all 0), in place."""
     total = sum(v["data_ratio"] for v in raw_sizes.values())
     if total <= 0:
         changes.append("all data ratios are 0; used the uniform split")
@@ -344,10 +366,6 @@ def _project(proposal: Any, previous: RoundConfig, space: ConfigSpace) -> Projec
         changes.append(f"data ratios summed to {total:.6g}; renormalised to 1")
         for v in raw_sizes.values():
             v["data_ratio"] /= total
-    config = RoundConfig.model_validate(
-        {"sizes": raw_sizes, "num_agents": previous.num_agents, "num_samples": previous.num_samples}
-    )
-    return Projection(raw=proposal, config=config, changes=tuple(changes))
 
 
 def validate_proposal(proposal: Any, space: ConfigSpace = DEFAULT_SPACE) -> list[str]:

@@ -324,6 +324,12 @@ def _check_moves(instance: Instance, plan: Sequence[Sequence[str]]) -> Verdict:
             f"{_cell(instance.goals[i])} (T={horizon})",
         )
 
+    return _valid_verdict(instance, paths, goal_ids, horizon)
+
+
+def _valid_verdict(instance: Instance, paths: list[list[int]], goal_ids: list[int], horizon: int) -> Verdict:
+    """The verdict on a plan that passed checks 4-8: its costs against the instance's optima."""
+    k = len(paths)
     # Costs: agent i's cost is the earliest t from which it stays on its goal until T.
     costs = []
     for path, goal in zip(paths, goal_ids, strict=True):

@@ -113,9 +113,6 @@ def sft(
         ConfigError: bad preset, unknown model, a prompt or answer longer than the preset allows.
     """
     require_train_deps()
-    from datasets import Dataset
-    from trl import SFTTrainer
-
     t_start = time.perf_counter()
     resolved = _resolve_preset(preset)
     out = Path(out_dir)
@@ -126,27 +123,12 @@ def sft(
     timing = Timing(generate_s=_generate_seconds)
     t0 = time.perf_counter()
     style = resolved.resolve_prompt_style(model_path)
-    rows = sft_rows(
-        instances, chat_template_kwargs=resolved.chat_template_kwargs, style=style, target=resolved.target
-    )
-    tokenizer = load_tokenizer(model_path)
-    longest = check_prompt_lengths(
-        tokenizer, rows, resolved.max_prompt_length, **resolved.chat_template_kwargs
-    )
-    _check_answer_lengths(tokenizer, rows, resolved.max_completion_length)
-    dataset = Dataset.from_list(rows)
+    dataset, tokenizer, longest = _sft_dataset(resolved, instances, model_path, style)
     timing.dataset_s = time.perf_counter() - t0
 
     overrides = {} if max_steps is None else {"max_steps": int(max_steps)}
     args = resolved.build_config(output_dir=out / "trainer", seed=seed, epochs=epochs, **overrides)
-    trainer = SFTTrainer(
-        model=model_path,
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=resolved.lora.to_peft() if resolved.lora.enabled else None,
-        callbacks=[step_timer(timing), *callbacks],
-    )
+    trainer = _sft_trainer(resolved, model_path, args, dataset, tokenizer, [step_timer(timing), *callbacks])
     t0 = time.perf_counter()
     output = trainer.train()
     timing.train_s = time.perf_counter() - t0
@@ -173,6 +155,39 @@ def sft(
     write_run_files(out, metrics, preset_to_yaml(resolved))
     log.info("SFT done: %d steps in %.1f s; checkpoint %s", steps, seconds, checkpoint)
     return TrainResult(checkpoint=checkpoint, metrics=metrics, steps=steps, seconds=seconds)
+
+
+def _sft_dataset(
+    resolved: SFTPreset, instances: Sequence[Instance], model_path: str, style: str
+) -> tuple[Any, Any, int]:
+    """The SFT dataset of ``instances``, the tokenizer and the longest prompt in tokens (lengths checked)."""
+    from datasets import Dataset
+
+    rows = sft_rows(
+        instances, chat_template_kwargs=resolved.chat_template_kwargs, style=style, target=resolved.target
+    )
+    tokenizer = load_tokenizer(model_path)
+    longest = check_prompt_lengths(
+        tokenizer, rows, resolved.max_prompt_length, **resolved.chat_template_kwargs
+    )
+    _check_answer_lengths(tokenizer, rows, resolved.max_completion_length)
+    return Dataset.from_list(rows), tokenizer, longest
+
+
+def _sft_trainer(
+    resolved: SFTPreset, model_path: str, args: Any, dataset: Any, tokenizer: Any, callbacks: list[Any]
+) -> Any:
+    """TRL's ``SFTTrainer`` over ``dataset``, with LoRA when the preset asks for it."""
+    from trl import SFTTrainer
+
+    return SFTTrainer(
+        model=model_path,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=resolved.lora.to_peft() if resolved.lora.enabled else None,
+        callbacks=callbacks,
+    )
 
 
 def _resolve_preset(preset: Any) -> SFTPreset:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envengineer.loop.records import write_scores
-from envengineer.loop.report import benchmark_table_md
+from envengineer.loop.report_data import benchmark_table_md
 from envengineer.loop.rundir import atomic_write_text, read_json
 from envengineer.loop.seeds import round_seed
 from envengineer.loop.state import Loop
