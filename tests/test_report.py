@@ -227,3 +227,36 @@ def test_compare_explicit_arms_and_errors(runs: dict[str, Path], tmp_path: Path)
             parse_arm(bad)
     with pytest.raises(ConfigError, match="already in another arm"):
         compare_runs([], out=out, arms={"x": [a[0]], "y": [a[0]]})
+
+
+def test_paired_gain_over_the_starting_model_is_exact_and_its_interval_brackets_it() -> None:
+    from envengineer.loop.report_data import paired_gain
+
+    def scores(valid: list[bool], optimal: list[bool]) -> dict:
+        pairs = enumerate(zip(valid, optimal, strict=True))
+        return {"verdicts": [{"id": f"b{i}", "valid": v, "optimal": o} for i, (v, o) in pairs]}
+
+    before = scores([True, False, False, False], [True, False, False, False])
+    after = scores([True, True, True, False], [True, True, False, False])
+    gain = paired_gain(before, after)
+    assert gain["n"] == 4
+    assert gain["valid"]["mean"] == 50.0 and gain["optimal"]["mean"] == 25.0  # +2 and +1 boards of 4
+    assert gain["valid"]["low"] <= 50.0 <= gain["valid"]["high"]
+    same = paired_gain(before, before)
+    assert (same["valid"]["low"], same["valid"]["high"]) == (0.0, 0.0)
+    assert paired_gain(before, {"verdicts": [{"id": "other", "valid": True}]}) is None
+
+
+def test_report_shows_the_rounds_training_diagnostics() -> None:
+    from envengineer.loop.report import _diagnostics_row
+
+    metrics = {
+        "sampled": {"3": {"completions": 48, "valid": 0.5, "groups": 6, "zero_std": 0.5},
+                    "4": {"completions": 16, "valid": 0.25, "groups": 2, "zero_std": 1.0}},
+        "log_history": [{"entropy": 0.4}, {"loss": 1}, {"entropy": 0.25}],
+        "probe": {"rows": [{"step": 0, "valid": 0.5, "kl": 0.0}, {"step": 25, "valid": 0.25, "kl": 0.0123}]},
+    }  # fmt: skip
+    row = _diagnostics_row(2, metrics)
+    # sampled valid (24 + 4) / 64 = 43.75 %; zero-variance groups (3 + 2) / 8 = 62.5 %
+    assert row == "| 2 | 43.8 (3: 50, 4: 25) | 62.5 | 0.400 → 0.250 | 50 → 25 | 0.0123 |"
+    assert _diagnostics_row(0, {}) is None

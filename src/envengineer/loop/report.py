@@ -25,6 +25,7 @@ from envengineer.loop.report_data import (
     benchmark_table_md,
     load_run,
     outcome_counts,
+    paired_gain,
     parsed_share,
     subset_scores,
     train_rewards,
@@ -74,7 +75,9 @@ def render_markdown(run: RunRecord, figures: dict[str, Path | None]) -> str:
         lines += ["## Benchmark", "", benchmark_table_md(run.benchmark), ""]
         lines += _figure(figures, "benchmark", "valid and optimal per size")
     lines += _rounds_md(run)
+    lines += _gain_md(run)
     lines += _figure(figures, "learning", "learning curves")
+    lines += _diagnostics_md(run)
     lines += ["## Training distribution per round", ""]
     lines += _figure(figures, "allocation", "data allocation across map sizes per round")
     lines += _figure(figures, "knobs", "hole and wait ratios per round")
@@ -218,6 +221,69 @@ def _decisions_md(run: RunRecord) -> list[str]:
                 )
             lines.append("")
     return lines
+
+
+def _gain_md(run: RunRecord) -> list[str]:
+    """The last validation against the starting model's, paired board by board, with a 95 % interval."""
+    done = [r for r in run.rounds if r.validation]
+    if not run.start_validation or not done:
+        return []
+    gain = paired_gain(run.start_validation, done[-1].validation or {})
+    if gain is None:
+        return []
+    parts = [
+        f"{k} {gain[k]['mean']:+.2f} points (95 % bootstrap interval "
+        f"{gain[k]['low']:+.2f} to {gain[k]['high']:+.2f})"
+        for k in ("valid", "optimal")
+    ]
+    return [
+        f"Round {done[-1].index}'s validation against the starting model's, on the same {gain['n']} boards: "
+        + "; ".join(parts)
+        + ". This is one seed; docs/loop.md has the spread between seeds.",
+        "",
+    ]
+
+
+def _diagnostics_md(run: RunRecord) -> list[str]:
+    """Per round, what GRPO sampled and how the policy moved (envengineer.training.diagnostics)."""
+    rows = [
+        row for r in run.rounds if (row := _diagnostics_row(r.index, (r.train or {}).get("metrics") or {}))
+    ]
+    if not rows:
+        return []
+    return [
+        "## Training diagnostics",
+        "",
+        "| round | sampled valid % (per size) | groups without reward variance % | entropy first → last | "
+        "probe greedy valid % over the round | KL from the round's start at its end |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def _diagnostics_row(index: int, metrics: dict[str, Any]) -> str | None:
+    sampled = metrics.get("sampled") or {}
+    if not isinstance(sampled, dict) or not sampled:
+        return None
+    stats = [(int(k), v) for k, v in sampled.items() if str(k).isdigit() and isinstance(v, dict)]
+    n = sum(float(v.get("completions") or 0) for _, v in stats) or 1.0
+    valid = sum(float(v.get("valid") or 0) * float(v.get("completions") or 0) for _, v in stats) / n
+    groups = sum(float(v.get("groups") or 0) for _, v in stats)
+    zero = sum(float(v.get("zero_std") or 0) * float(v.get("groups") or 0) for _, v in stats)
+    per_size = ", ".join(f"{k}: {100 * float(v.get('valid') or 0):.0f}" for k, v in sorted(stats))
+    entropy = [
+        e["entropy"] for e in metrics.get("log_history") or [] if isinstance(e.get("entropy"), (int, float))
+    ]
+    probe = [p for p in (metrics.get("probe") or {}).get("rows") or [] if isinstance(p, dict)]
+    kl = probe[-1].get("kl") if probe else None
+    return (
+        f"| {index} | {100 * valid:.1f} ({per_size}) | {_num(100 * zero / groups if groups else None, 1)} | "
+        + (f"{entropy[0]:.3f} → {entropy[-1]:.3f}" if entropy else "-")
+        + " | "
+        + (" → ".join(f"{100 * float(p.get('valid') or 0):.0f}" for p in probe) or "-")
+        + f" | {_num(kl, 4) if kl is not None else '-'} |"
+    )
 
 
 def write_report(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
