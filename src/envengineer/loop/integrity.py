@@ -25,14 +25,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from envengineer.errors import ConfigError
-from envengineer.loop.rundir import LedgerEntry, RunDir, file_digest
+from envengineer.loop.rundir import DamagedRunError, LedgerEntry, RunDir, file_digest
+
+__all__ = ["DamagedRunError", "Verifier", "check_experiment", "latest_hash"]
 
 log = logging.getLogger(__name__)
-
-
-class DamagedRunError(ConfigError):
-    """A file a resumed run would reuse differs from what the ledger recorded (changed, truncated, gone)."""
 
 
 def latest_hash(rd: RunDir, name: str) -> tuple[str, LedgerEntry] | None:
