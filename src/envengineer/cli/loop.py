@@ -103,6 +103,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every run"
     )
+    p.add_argument(
+        "--redo",
+        action="store_true",
+        help="start a run again whose directory holds another experiment than its file describes now "
+        "(the old directory is moved to NAME.replaced-TIME); default: refuse and name the fields",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_suite)
 
@@ -212,6 +218,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     from envengineer.loop.plan import preflight
     from envengineer.loop.suite import (
         link_aliases,
+        prepare_run_dir,
         suite_files,
         suite_plan,
         suite_totals,
@@ -257,11 +264,13 @@ def cmd_suite(args: argparse.Namespace) -> int:
         return 0
     for r in runs:
         preflight(r.experiment)
+        if not args.redo:
+            prepare_run_dir(r, args.out / r.name)  # a stale run is refused before any run starts
     args.out.mkdir(parents=True, exist_ok=True)
     write_suite_record(runs, args.out)
     for r in runs:
         run_dir = args.out / r.name
-        resume = (run_dir / "experiment.yaml").exists()
+        resume = prepare_run_dir(r, run_dir, redo=args.redo)
         print(f"\n== {r.name} ({'resuming' if resume else 'starting'}) -> {run_dir}")
         _execute(
             None if resume else r.experiment,
