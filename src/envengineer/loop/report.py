@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from envengineer.errors import ConfigError
+from envengineer.loop.integrity import verified_scores
 from envengineer.loop.rundir import ROUND_STAGES, RunDir, atomic_write_text, read_json
 from envengineer.mapf.config import read_yaml
 from envengineer.mapf.scoring import subset_table_md
@@ -58,6 +59,7 @@ class RunRecord:
     benchmark: dict[str, Any] | None = None
     start_validation: dict[str, Any] | None = None  # the starting model's validation (``validation.start``)
     seconds: dict[str, float] = field(default_factory=dict)
+    damaged: list[str] = field(default_factory=list)  # scores left out: changed, missing or malformed
 
     @property
     def name(self) -> str:
@@ -81,8 +83,18 @@ def load_run(run_dir: str | Path) -> RunRecord:
             "pass the --out folder of `envengineer run`"
         )
     experiment = read_yaml(rd.experiment_path, "resolved experiment") or {}
+    if not isinstance(experiment, dict):
+        raise ConfigError(f"{rd.experiment_path}: not an experiment (a YAML {type(experiment).__name__})")
     done = rd.done()
     run = RunRecord(root=rd.root, experiment=experiment)
+
+    def scores(key: tuple[int | None, str], path: Path) -> dict[str, Any] | None:
+        data, problem = verified_scores(rd, done[key], path)
+        if problem:
+            log.warning("%s: %s; left out", rd.root, problem)
+            run.damaged.append(problem)
+        return data
+
     for r in rd.rounds_present():
         d = rd.round_dir(r)
         stages = tuple(s for s in ROUND_STAGES if (r, s) in done)
@@ -97,13 +109,15 @@ def load_run(run_dir: str | Path) -> RunRecord:
         if "train" in stages:
             rec.train = _maybe_json(d / "train" / "metrics.json")
         if "validation" in stages:
-            rec.validation = _maybe_json(d / "validation" / "scores.json")
+            rec.validation = scores((r, "validation"), d / "validation" / "scores.json")
         if stages:
             run.rounds.append(rec)
     if (None, "benchmark") in done:
-        run.benchmark = _maybe_json(rd.benchmark_dir / "scores.json")
+        run.benchmark = scores((None, "benchmark"), rd.benchmark_dir / "scores.json")
     if (None, "start_validation") in done:
-        run.start_validation = _maybe_json(rd.root / "start" / "validation" / "scores.json")
+        run.start_validation = scores(
+            (None, "start_validation"), rd.root / "start" / "validation" / "scores.json"
+        )
     run.seconds = {
         "warm_start": done[(None, "warm_start")].seconds if (None, "warm_start") in done else 0.0,
         "rounds": sum(e.seconds for (r, _), e in done.items() if r is not None),
@@ -553,7 +567,12 @@ def write_report(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
         "failures": fig_failures(run, fig_dir / "failures.png"),
     }
     rel = {k: (v.relative_to(out_dir) if v is not None else None) for k, v in figures.items()}
-    path = atomic_write_text(out_dir / "report.md", render_markdown(run, rel))
+    text = render_markdown(run, rel)
+    if run.damaged:  # said at the top: these scores are not in the tables below
+        title, _, rest = text.partition("\n")
+        note = "\n".join(f"> - {d}" for d in run.damaged)
+        text = f"{title}\n\n> **Damaged scores, left out of this report:**\n{note}\n{rest}"
+    path = atomic_write_text(out_dir / "report.md", text)
     log.info("report written to %s", path)
     return path
 
