@@ -82,6 +82,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="an explicit arm of runs (repeatable); default: runs whose experiments differ only in seeds",
     )
     p.add_argument(
+        "--against",
+        metavar="ARM",
+        help="reference arm: each other arm's difference to it with a 95%% bootstrap interval",
+    )
+    p.add_argument(
         "--out", type=Path, default=Path("runs/compare"), help="output folder (default runs/compare)"
     )
     p.set_defaults(func=cmd_compare)
@@ -207,9 +212,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from envengineer.loop.compare import compare_runs, parse_arm
 
     arms = dict(parse_arm(a) for a in args.arm)
-    path = compare_runs(args.run_dirs, out=args.out, arms=arms or None)
+    path = compare_runs(args.run_dirs, out=args.out, arms=arms or None, against=args.against)
     print(path.read_text(encoding="utf-8"))
-    print(f"written: {path}, {path.with_name('compare.png')} and {path.with_name('allocation.png')}")
+    print(
+        f"written: {path}, {path.with_name('compare.json')}, {path.with_name('compare.png')} and "
+        f"{path.with_name('allocation.png')}"
+    )
     return 0
 
 
