@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -152,7 +151,9 @@ def arm_label(names: Sequence[str]) -> str:
     stripped = {_SEED_SUFFIX.sub("", n) or n for n in names}
     if len(stripped) == 1:
         return stripped.pop()
-    prefix = os.path.commonprefix(list(stripped)).rstrip("-_.+")
+    first, last = min(stripped), max(stripped)  # the common prefix of all is that of these two
+    common = next((i for i, (x, y) in enumerate(zip(first, last, strict=False)) if x != y), len(first))
+    prefix = first[:common].rstrip("-_.+")
     return prefix or sorted(stripped)[0]
 
 
