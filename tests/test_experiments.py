@@ -177,7 +177,12 @@ def test_preflight_catches_what_the_schema_cannot(tmp_path: Path) -> None:
             Experiment.model_validate({"name": "x", "engineer": {"kind": "fixed", "options": {"a": 1}}})
         )
     scripted = Experiment.model_validate(
-        {"name": "x", "policy": "scripted:greedy", "training": {"preset": "no-such-preset"}}
+        {
+            "name": "x",
+            "policy": "scripted:greedy",
+            "training": {"preset": "no-such-preset"},
+            "engineer": {"kind": "fixed"},
+        }
     )
     preflight(scripted)  # nothing is trained: the preset is not needed
 

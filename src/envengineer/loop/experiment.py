@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -175,6 +175,10 @@ class EngineerSettings(_Model):
         return self.kind in ("self", "base", "openai")
 
 
+#: An agent count: an integer 1..16 (``true`` is not 1).
+AgentCount = Annotated[int, Field(strict=True, ge=1, le=16)]
+
+
 class ValidationSettings(_Model):
     """The validation set: the benchmark's shape with disjoint seeds, smaller (SPEC §4)."""
 
@@ -187,10 +191,10 @@ class ValidationSettings(_Model):
     seed: int = Field(
         default=1, ge=0, description="Seed of the validation set (disjoint from the benchmark's)."
     )
-    agents: tuple[int, ...] = Field(
+    agents: tuple[AgentCount, ...] = Field(
         default=(3, 4, 5),
         min_length=1,
-        description="Agent counts of the validation set (the benchmark's: 3, 4, 5).",
+        description="Agent counts of the validation set (the benchmark's: 3, 4, 5), integers 1..16.",
     )
     max_size: int = Field(
         default=10, ge=3, le=32, description="Largest map size of the validation set (the benchmark's: 10)."
@@ -467,6 +471,19 @@ class Experiment(_Model):
         if self.engineer.kind == "self":
             return checkpoint
         return self.engineer.model or self.model
+
+    def scripted_engineer_problem(self) -> str | None:
+        """Why the ``self`` / ``base`` engineer cannot run here (it would ask a scripted policy), or None."""
+        if self.engineer.kind not in ("self", "base") or not self.engineer_rounds:
+            return None
+        model = self.engineer_model(self.policy or self.model)
+        if model is None or not model.startswith("scripted:"):
+            return None
+        return (
+            f"engineer kind {self.engineer.kind!r} needs a language model, but the experiment uses the "
+            f"scripted policy {model!r}; use a non-LLM engineer (fixed, random, threshold) with a scripted "
+            "policy, or drop 'policy'"
+        )
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

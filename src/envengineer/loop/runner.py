@@ -88,7 +88,8 @@ class LoopRunner:
                 f"{rd.root} already holds a run; continue it with `envengineer run --resume {rd.root}` "
                 "or choose another --out"
             )
-        preflight(experiment)
+        comps = kw.get("components")
+        preflight(experiment, own_engineer=comps is not None and comps.engineer_factory is not None)
         rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_text(rd.experiment_path, experiment.to_yaml())
         return cls(experiment, run_dir, **kw)
