@@ -134,3 +134,11 @@ def test_duplicated_line_redo_keeps_the_run(run: Path, reference: Path) -> None:
     _write(run, _duplicated(_lines(run)))
     run_experiment(None, run, resume=True, redo_damaged=True)
     assert len(RunDir(run).entries()) == len(_lines(reference))
+
+
+def test_a_foreign_first_line_is_the_odd_one_out(run: Path, reference: Path) -> None:
+    foreign = (reference.parent / "other_ledger.jsonl").read_text().splitlines()[0]
+    lines = _lines(run)
+    _write(run, [foreign, *lines[1:]])
+    with pytest.raises(DamagedRunError, match=r"ledger\.jsonl:1: recorded under another experiment\.yaml"):
+        run_experiment(None, run, resume=True)

@@ -31,6 +31,7 @@ import logging
 import os
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -304,21 +305,19 @@ class RunDir:
         Damage is a line that is not JSON (except an unterminated last line: a writer killed mid-line,
         whose stage did not finish), a line that is not what :meth:`record` writes (:meth:`LedgerEntry.
         from_dict`), a second ``done`` line for a stage without a ``redo`` line between them, and a line
-        recorded under another ``experiment.yaml`` than the first line (copied from another run).
+        recorded under another ``experiment.yaml`` than most lines (copied from another run).
         """
         if not self.ledger_path.exists():
             return [], []
         data = self.ledger_path.read_bytes()
         lines = data.splitlines()
-        entries: list[LedgerEntry] = []
+        parsed: list[tuple[int, LedgerEntry]] = []
         problems: list[tuple[int, str]] = []
-        seen: dict[tuple[int | None, str], int] = {}
-        first_experiment: str | None = None
         for i, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
             try:
-                entry = LedgerEntry.from_dict(json.loads(raw.decode("utf-8")))
+                parsed.append((i, LedgerEntry.from_dict(json.loads(raw.decode("utf-8")))))
             except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
                 if i == len(lines) and not data.endswith(b"\n"):
                     log.warning(
@@ -326,27 +325,29 @@ class RunDir:
                     )
                     continue
                 problems.append((i, "torn or not JSON"))
-                continue
             except ValueError as exc:
                 problems.append((i, str(exc)))
-                continue
-            digest = entry.hashes.get(EXPERIMENT)
-            first_experiment = first_experiment or digest
-            if digest is not None and digest != first_experiment:
+        # the run's own experiment hash is the one most lines carry (a copied line is the odd one out)
+        votes = Counter(e.hashes[EXPERIMENT] for _, e in parsed if EXPERIMENT in e.hashes).most_common(1)
+        own = votes[0][0] if votes else None
+        entries: list[LedgerEntry] = []
+        seen: dict[tuple[int | None, str], int] = {}
+        for i, entry in parsed:
+            if entry.hashes.get(EXPERIMENT, own) != own:
                 problems.append(
-                    (i, f"recorded under another {EXPERIMENT} than line 1 (a line of another run?)")
+                    (i, f"recorded under another {EXPERIMENT} than the run's (a line of another run?)")
                 )
-                continue
-            if entry.status == "redo":
-                seen.pop(entry.key, None)
-            elif entry.key in seen:
+            elif entry.status != "redo" and entry.key in seen:
                 problems.append(
                     (i, f"repeats {_stage_label(entry)} (already recorded on line {seen[entry.key]})")
                 )
-                continue
             else:
-                seen[entry.key] = i
-            entries.append(entry)
+                if entry.status == "redo":
+                    seen.pop(entry.key, None)
+                else:
+                    seen[entry.key] = i
+                entries.append(entry)
+        problems.sort()
         return entries, problems
 
     def entries(self) -> list[LedgerEntry]:
