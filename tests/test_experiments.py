@@ -9,14 +9,9 @@ import pytest
 import yaml
 
 from envengineer.errors import ConfigError
+from envengineer.loop.context_settings import CONTEXT_VARIANTS, ContextSettings
 from envengineer.loop.demo import DEMO, demo_experiment
-from envengineer.loop.experiment import (
-    CONTEXT_VARIANTS,
-    ContextSettings,
-    Experiment,
-    load_experiment,
-    parse_override,
-)
+from envengineer.loop.experiment import Experiment, load_experiment, parse_override
 from envengineer.loop.plan import plan, preflight
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,7 +172,12 @@ def test_preflight_catches_what_the_schema_cannot(tmp_path: Path) -> None:
             Experiment.model_validate({"name": "x", "engineer": {"kind": "fixed", "options": {"a": 1}}})
         )
     scripted = Experiment.model_validate(
-        {"name": "x", "policy": "scripted:greedy", "training": {"preset": "no-such-preset"}}
+        {
+            "name": "x",
+            "policy": "scripted:greedy",
+            "training": {"preset": "no-such-preset"},
+            "engineer": {"kind": "fixed"},
+        }
     )
     preflight(scripted)  # nothing is trained: the preset is not needed
 

@@ -153,7 +153,7 @@ def test_cli_names_the_damaged_file_in_one_line(run: Path, capsys: pytest.Captur
 def test_empty_validation_set_is_an_error_before_anything_runs(
     sets: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    exp = _experiment(sets, validation={"agents": [50]})
+    exp = _experiment(sets, validation={"agents": [12]})
     with pytest.raises(ConfigError, match="validation set would be empty"):
         preflight(exp)
     with pytest.raises(ConfigError, match="validation set would be empty"):

@@ -183,7 +183,7 @@ def test_the_loop_hands_the_rounds_sampled_stats_to_the_engineer(
 
 # -- the L context module ---------------------------------------------------------------------------------
 def test_the_l_module_is_off_in_the_papers_variants_and_renders_the_sampled_table() -> None:
-    from envengineer.loop.experiment import ContextSettings
+    from envengineer.loop.context_settings import ContextSettings
 
     assert ContextSettings.model_validate("V6").switches()["L"] is False
     spec = ContextSpec.from_switches(ContextSettings.model_validate({"variant": "V6", "L": True}).switches())

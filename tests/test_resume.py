@@ -279,7 +279,7 @@ def test_kill_and_resume(point: str, tmp_path: Path, setup: dict[str, Path], ref
         assert m["model_in"] == str(run / f"round_{r - 1:02d}" / "train" / "checkpoint")
 
 
-def test_torn_ledger_line_is_ignored_and_closed(tmp_path: Path) -> None:
+def test_torn_last_ledger_line_is_ignored_and_moved_aside(tmp_path: Path) -> None:
     rd = RunDir(tmp_path)
     rd.record(0, "config", seconds=1.0)
     with open(rd.ledger_path, "a") as fh:
@@ -288,7 +288,8 @@ def test_torn_ledger_line_is_ignored_and_closed(tmp_path: Path) -> None:
     rd.record(0, "data", seconds=1.0)
     assert [e.stage for e in rd.entries()] == ["config", "data"]
     lines = rd.ledger_path.read_text().splitlines()
-    assert len(lines) == 3 and json.loads(lines[-1])["stage"] == "data"
+    assert len(lines) == 2 and json.loads(lines[-1])["stage"] == "data"
+    assert (tmp_path / "ledger.torn").read_text() == '{"round": 0, "stage": "da\n'
     with pytest.raises(Exception, match="already recorded"):
         rd.record(0, "data", seconds=1.0)
 

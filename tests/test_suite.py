@@ -143,3 +143,57 @@ def test_show_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     )
     os.close(write)
     assert proc.returncode == 0 and b"Traceback" not in proc.stderr and b"BrokenPipe" not in proc.stderr
+
+
+def _suite_folder(tmp_path: Path, files: dict[str, dict]) -> Path:
+    sets = write_small_sets(tmp_path, 43)
+    folder = tmp_path / "exps"
+    folder.mkdir(exist_ok=True)
+    base = {
+        "policy": "scripted:greedy",
+        "rounds": 1,
+        "samples_per_round": 4,
+        "validation": {"per_cell": 1, "agents": [3], "max_size": 4},
+        "evaluation": {"benchmark_path": str(sets["benchmark"])},
+        "engineer": {"kind": "fixed"},
+    }
+    for stem, extra in files.items():
+        (folder / f"{stem}.yaml").write_text(yaml.safe_dump({**base, **extra}))
+    return folder
+
+
+def test_two_experiments_under_one_name_are_refused_naming_both_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _suite_folder(tmp_path, {"a": {"name": "same"}, "b": {"name": "same", "rounds": 2}})
+    with pytest.raises(ConfigError, match=r"a\.yaml and .*b\.yaml both name their experiment 'same'") as err:
+        suite_plan(suite_files(folder))
+    assert "rounds" in str(err.value)
+    assert main(["suite", str(folder), "--out", str(tmp_path / "runs"), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert "both name their experiment" in captured.err and not (tmp_path / "runs" / "same").exists()
+    # the same experiment under one name in two files is one run
+    (folder / "b.yaml").write_text((folder / "a.yaml").read_text())
+    assert [r.files for r in suite_plan(suite_files(folder))] == [[folder / "a.yaml", folder / "b.yaml"]]
+
+
+def test_an_edited_file_is_not_resumed_from_its_old_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _suite_folder(tmp_path, {"a": {"name": "t-edit"}})
+    out = tmp_path / "runs"
+    assert main(["suite", str(folder), "--out", str(out), "--no-progress"]) == 0
+    record = json.loads((out / "suite.json").read_text())
+    assert len(record[0]["key"]) == 16
+    data = yaml.safe_load((folder / "a.yaml").read_text())
+    (folder / "a.yaml").write_text(yaml.safe_dump({**data, "rounds": 2}))
+    capsys.readouterr()
+    assert main(["suite", str(folder), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "was run from another experiment than" in err and "(rounds differ)" in err and "--redo" in err
+    assert yaml.safe_load((out / "t-edit" / "experiment.yaml").read_text())["rounds"] == 1
+    # --redo moves the old run aside and runs the file as it is now
+    assert main(["suite", str(folder), "--out", str(out), "--no-progress", "--redo"]) == 0
+    assert yaml.safe_load((out / "t-edit" / "experiment.yaml").read_text())["rounds"] == 2
+    assert [p.name.split("-")[0] for p in out.glob("t-edit.replaced-*")] == ["t"]
+    assert json.loads((out / "suite.json").read_text())[0]["key"] != record[0]["key"]

@@ -82,6 +82,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="an explicit arm of runs (repeatable); default: runs whose experiments differ only in seeds",
     )
     p.add_argument(
+        "--against",
+        metavar="ARM",
+        help="reference arm: each other arm's difference to it with a 95%% bootstrap interval",
+    )
+    p.add_argument(
         "--out", type=Path, default=Path("runs/compare"), help="output folder (default runs/compare)"
     )
     p.set_defaults(func=cmd_compare)
@@ -102,6 +107,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every run"
+    )
+    p.add_argument(
+        "--redo",
+        action="store_true",
+        help="start a run again whose directory holds another experiment than its file describes now "
+        "(the old directory is moved to NAME.replaced-TIME); default: refuse and name the fields",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_suite)
@@ -201,9 +212,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from envengineer.loop.compare import compare_runs, parse_arm
 
     arms = dict(parse_arm(a) for a in args.arm)
-    path = compare_runs(args.run_dirs, out=args.out, arms=arms or None)
+    path = compare_runs(args.run_dirs, out=args.out, arms=arms or None, against=args.against)
     print(path.read_text(encoding="utf-8"))
-    print(f"written: {path}, {path.with_name('compare.png')} and {path.with_name('allocation.png')}")
+    print(
+        f"written: {path}, {path.with_name('compare.json')}, {path.with_name('compare.png')} and "
+        f"{path.with_name('allocation.png')}"
+    )
     return 0
 
 
@@ -212,6 +226,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     from envengineer.loop.plan import preflight
     from envengineer.loop.suite import (
         link_aliases,
+        prepare_run_dir,
         suite_files,
         suite_plan,
         suite_totals,
@@ -257,11 +272,13 @@ def cmd_suite(args: argparse.Namespace) -> int:
         return 0
     for r in runs:
         preflight(r.experiment)
+        if not args.redo:
+            prepare_run_dir(r, args.out / r.name)  # a stale run is refused before any run starts
     args.out.mkdir(parents=True, exist_ok=True)
     write_suite_record(runs, args.out)
     for r in runs:
         run_dir = args.out / r.name
-        resume = (run_dir / "experiment.yaml").exists()
+        resume = prepare_run_dir(r, run_dir, redo=args.redo)
         print(f"\n== {r.name} ({'resuming' if resume else 'starting'}) -> {run_dir}")
         _execute(
             None if resume else r.experiment,

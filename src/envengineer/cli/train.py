@@ -96,7 +96,48 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="TRACKERS",
         help="TRL's trackers, e.g. tensorboard or tensorboard,wandb (overrides the preset's report_to)",
     )
+    p.add_argument(
+        "--exclude",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="instance file whose boards must not be trained on (repeatable), e.g. a run's "
+        "validation_set.jsonl or a benchmark file; with --round the packaged benchmark's boards are "
+        "always excluded, with --instances the file's instances on these boards are dropped",
+    )
     p.add_argument("--out", type=Path, required=True, help="output folder")
+
+
+def held_out_hashes(files: Sequence[Path], *, benchmark: bool = True) -> frozenset[str]:
+    """Board hashes no training instance may have: every ``--exclude`` file's and, with ``benchmark``,
+    the packaged benchmark's."""
+    from envengineer.mapf.benchmark import load_benchmark
+    from envengineer.mapf.instance import load_instances
+
+    hashes = {i.board_hash() for i in load_benchmark()} if benchmark else set()
+    for path in files:
+        hashes |= {i.board_hash() for i in load_instances(path)}
+    return frozenset(hashes)
+
+
+def drop_held_out(instances: list, hashes: frozenset[str], source: Path) -> list:
+    """``instances`` without those on a held-out board, with a log line saying how many were dropped.
+
+    Raises:
+        InstanceFormatError: every instance is on a held-out board.
+    """
+    from envengineer.errors import InstanceFormatError
+
+    kept = [i for i in instances if i.board_hash() not in hashes]
+    dropped = len(instances) - len(kept)
+    log.warning(
+        "%s: dropped %d of %d instances whose boards are in an --exclude file",
+        source, dropped, len(instances),
+    )  # fmt: skip
+    if not kept:
+        raise InstanceFormatError(f"{source}: every instance is on a held-out board; nothing to train on")
+    return kept
 
 
 def _preset_source(given: str | None, kind: str) -> str:
@@ -116,8 +157,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from envengineer.mapf.config import RoundConfig
     from envengineer.training.grpo import require_train_deps, train_round, train_round_from_config
 
-    if args.instances is not None:
-        instances = _solved_instances(args.instances)
+    if args.instances is not None:  # the caller's own data: only --exclude files are held out of it
+        instances = drop_held_out(
+            _solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
+        )
         require_train_deps()
         result = train_round(
             args.model,
@@ -133,6 +176,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     config = RoundConfig.load(args.round)
     require_train_deps()
+    exclude = held_out_hashes(args.exclude)
+    log.info("excluding %d held-out boards by hash: the generator draws none of them", len(exclude))
     result = train_round_from_config(
         args.model,
         config,
@@ -142,6 +187,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         preset=preset_with_report_to(_preset_source(args.grpo, "grpo"), args.report_to, "grpo"),
         epochs=args.epochs,
         reward_shape=args.reward_shape,
+        exclude=exclude,
         max_steps=args.max_steps,
     )
     _report(result)
@@ -154,8 +200,10 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from envengineer.training.grpo import require_train_deps
     from envengineer.training.sft import sft, sft_from_config
 
-    if args.instances is not None:
-        instances = _solved_instances(args.instances)
+    if args.instances is not None:  # the caller's own data: only --exclude files are held out of it
+        instances = drop_held_out(
+            _solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
+        )
         require_train_deps()
         result = sft(
             args.model,
@@ -170,6 +218,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
         return 0
     config = RoundConfig.load(args.round)
     require_train_deps()
+    exclude = held_out_hashes(args.exclude)
+    log.info("excluding %d held-out boards by hash: the generator draws none of them", len(exclude))
     result = sft_from_config(
         args.model,
         config,
@@ -177,6 +227,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
         seed=args.seed,
         data_seed=args.data_seed,
         preset=preset_with_report_to(_preset_source(args.preset, "sft"), args.report_to, "sft"),
+        exclude=exclude,
         epochs=args.epochs,
         max_steps=args.max_steps,
     )

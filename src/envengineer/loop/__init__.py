@@ -8,8 +8,9 @@
 from __future__ import annotations
 
 from envengineer.loop.components import Components
+from envengineer.loop.context_settings import CONTEXT_VARIANTS
 from envengineer.loop.demo import demo_experiment
-from envengineer.loop.experiment import CONTEXT_VARIANTS, Experiment, load_experiment
+from envengineer.loop.experiment import Experiment, load_experiment
 from envengineer.loop.plan import plan
 from envengineer.loop.rundir import RunDir
 from envengineer.loop.runner import LoopRunner, run_experiment

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from envengineer.errors import ConfigError
+from envengineer.loop.intervals import arm_intervals, intervals_markdown
 from envengineer.loop.report import RunRecord, _plt, _save, allocation, load_run, parsed_share, subset_scores
-from envengineer.loop.rundir import atomic_write_text
+from envengineer.loop.rundir import atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -143,11 +144,16 @@ def arm_label(names: Sequence[str]) -> str:
 
     >>> arm_label(["cpu-main-self-s0", "cpu-main-self-s1"]), arm_label(["fixed_seed2"]), arm_label(["v6"])
     ('cpu-main-self', 'fixed', 'v6')
+    >>> arm_label(["cpu-a-s0", "cpu-b-s1"])
+    'cpu'
+
     """
     stripped = {_SEED_SUFFIX.sub("", n) or n for n in names}
     if len(stripped) == 1:
         return stripped.pop()
-    prefix = Path.commonprefix(list(stripped)).rstrip("-_.+")
+    first, last = min(stripped), max(stripped)  # the common prefix of all is that of these two
+    common = next((i for i, (x, y) in enumerate(zip(first, last, strict=False)) if x != y), len(first))
+    prefix = first[:common].rstrip("-_.+")
     return prefix or sorted(stripped)[0]
 
 
@@ -353,19 +359,66 @@ def allocation_figure(runs: Sequence[RunRecord], path: Path) -> Path | None:
 
 
 # -- the command -------------------------------------------------------------------------------------------
+def unique_runs(dirs: Sequence[Path]) -> tuple[list[RunRecord], list[str]]:
+    """Each run once: a directory given twice, a link to one given, or a copy of one (the same ledger
+    bytes) is left out with a note. Returns the runs and the notes."""
+    from envengineer.loop.rundir import LEDGER, file_digest
+
+    runs: list[RunRecord] = []
+    notes: list[str] = []
+    seen: dict[Any, Path] = {}
+    for d in dirs:
+        ledger = d / LEDGER
+        keys = [("path", d.resolve())]
+        if ledger.is_file():
+            keys.append(("content", file_digest(ledger)))
+        first = next((seen[k] for k in keys if k in seen), None)
+        if first is not None:
+            same = "the same directory as" if keys[0] in seen else "a copy of"
+            notes.append(f"{d} is {same} {first}: counted once")
+            continue
+        for k in keys:
+            seen[k] = d
+        runs.append(load_run(d))
+    return runs, notes
+
+
+def shared_seeds(arms: Sequence[Arm]) -> list[str]:
+    """A warning per arm in which two runs have the same seeds (they are one seed counted twice)."""
+    out = []
+    for arm in arms:
+        by_seeds: dict[str, RunRecord] = {}
+        for r in arm.runs:
+            key = json.dumps(r.experiment.get("seeds"), sort_keys=True, default=str)
+            if key in by_seeds:
+                out.append(
+                    f"arm {arm.name!r}: {by_seeds[key].root} and {r.root} have the same seeds ({key}); "
+                    "they are not independent seeds"
+                )
+            else:
+                by_seeds[key] = r
+    return out
+
+
 def compare_runs(
     run_dirs: Sequence[str | Path],
     *,
     out: str | Path,
     arms: Mapping[str, Sequence[str | Path]] | None = None,
+    against: str | None = None,
 ) -> Path:
-    """Write ``compare.md``, ``compare.png`` and ``allocation.png`` into ``out``; returns the Markdown path.
+    """Write ``compare.md``, ``compare.json``, ``compare.png`` and ``allocation.png`` into ``out``; returns
+    the Markdown path.
 
     Args:
         run_dirs: The run directories (finished or not). Directories named in ``arms`` are added when
-            missing here.
+            missing here; a directory given twice (or a link to it, or a copy of it) counts once.
         out: The output folder.
         arms: Explicit arms, ``{name: [run dirs]}``; None groups runs by experiment without the seeds.
+        against: The reference arm: every other arm's difference to it, with its bootstrap interval.
+
+    Raises:
+        ConfigError: no run, a directory that holds no run, ``against`` names no arm.
     """
     dirs = [Path(d) for d in run_dirs]
     for members in (arms or {}).values():
@@ -374,25 +427,53 @@ def compare_runs(
                 dirs.append(Path(d))
     if not dirs:
         raise ConfigError("compare needs at least one run directory")
-    runs = [load_run(d) for d in dirs]
-    names = [r.name for r in runs]
-    if len(set(names)) != len(names):
-        log.info("several runs share a name (%s); rows list them in the given order", names)
-    agents, rows = comparison_rows(runs)
+    runs, notes = unique_runs(dirs)
     grouped = group_arms(runs, arms)
+    if against is not None and against not in {a.name for a in grouped}:
+        raise ConfigError(f"--against {against!r} is not an arm; the arms are {[a.name for a in grouped]}")
+    notes += shared_seeds(grouped)
+    damaged = [f"{r.root}: {d}" for r in runs for d in r.damaged]
+    for note in notes + damaged:
+        log.warning("%s", note)
+    agents, rows = comparison_rows(runs)
+    intervals = arm_intervals(
+        {a.name: {w: [s for s in (_scores_of(r, w) for r in a.runs) if s] for w in _SPLITS} for a in grouped},
+        against,
+    )
     out = Path(out)
     fig = compare_figure(agents, rows, out / "compare.png")
     alloc = allocation_figure(runs, out / "allocation.png")
-    text = "# Comparison\n\n" + comparison_markdown(agents, rows) + "\n"
+    text = "# Comparison\n\n" + _notes_markdown(notes, damaged) + comparison_markdown(agents, rows) + "\n"
     subsets = subsets_markdown(rows)
     if subsets:
         text += "\n## Per wait subset\n\n" + subsets + "\n"
     if any(len(a.runs) > 1 for a in grouped) or arms:
         text += "\n" + arms_markdown(grouped) + "\n"
+    text += "\n" + intervals_markdown(intervals) + "\n"
     text += f"\n![comparison]({fig.name})\n"
     if alloc is not None:
         text += f"\n![data allocation per round, side by side]({alloc.name})\n"
+    record = {
+        "runs": rows,
+        "arms": {a.name: [str(r.root) for r in a.runs] for a in grouped},
+        "intervals": intervals,
+        "warnings": notes,
+        "damaged": damaged,
+    }
+    atomic_write_json(out / "compare.json", record)
     return atomic_write_text(out / "compare.md", text)
+
+
+_SPLITS = ("benchmark", "validation")
+
+
+def _notes_markdown(notes: Sequence[str], damaged: Sequence[str]) -> str:
+    text = ""
+    if notes:
+        text += "**Warnings:**\n\n" + "".join(f"- {n}\n" for n in notes) + "\n"
+    if damaged:
+        text += "**Damaged scores, left out:**\n\n" + "".join(f"- {d}\n" for d in damaged) + "\n"
+    return text
 
 
 def parse_arm(text: str) -> tuple[str, list[Path]]:

@@ -248,11 +248,7 @@ def _default_engineer_factory(
     if spec.kind in ("self", "base"):
         engineer_model = experiment.engineer_model(model)
         if engineer_model is not None and engineer_model.startswith("scripted:"):
-            raise ConfigError(
-                f"engineer kind {spec.kind!r} needs a language model, but the experiment uses the scripted "
-                f"policy {engineer_model!r}; use a non-LLM engineer (fixed, random, threshold) with a "
-                "scripted policy, or drop 'policy'"
-            )
+            raise ConfigError(experiment.scripted_engineer_problem() or f"{engineer_model} is no model")
         resolved = _resolve_model(engineer_model)
         kind = engineer_backend(experiment)  # never a vLLM engine in the loop's process when stages hold GPUs
         backend = shared_backend(kind, resolved, **_model_options(experiment, kind))

@@ -25,84 +25,25 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from envengineer.engineer.trust_region import TrustRegion
 from envengineer.errors import ConfigError
+from envengineer.loop.context_settings import ContextSettings
 from envengineer.mapf.config import format_validation_error, read_yaml
 from envengineer.yamlio import YAMLDataError, brief, load_yaml
 
 log = logging.getLogger(__name__)
 
 EngineerKind = Literal["self", "base", "openai", "fixed", "random", "threshold", "learnability"]
-TrainingDetails = Literal["none", "bookkeeping", "full"]
 ScriptedPolicy = Literal["scripted:optimal", "scripted:greedy", "scripted:random"]
-
-#: The paper's context ablation (SPEC §5), each variant adding one module to the previous one.
-#: Keys: F failure breakdown, G guidelines, H history, H_default (history includes the round-0 default),
-#: S previous self-summary, T training details; L (not in the paper: off in every variant) the policy's
-#: sampled success and zero-variance share per size in the round's training.
-CONTEXT_VARIANTS: dict[str, dict[str, Any]] = {
-    "V1": {"F": True, "G": False, "H": False, "H_default": False, "S": False, "T": "none", "L": False},
-    "V2": {"F": True, "G": True, "H": False, "H_default": False, "S": False, "T": "none", "L": False},
-    "V3": {"F": True, "G": True, "H": True, "H_default": True, "S": False, "T": "none", "L": False},
-    "V4": {"F": True, "G": True, "H": True, "H_default": False, "S": False, "T": "none", "L": False},
-    "V5": {"F": True, "G": True, "H": True, "H_default": False, "S": True, "T": "none", "L": False},
-    "V6": {"F": True, "G": True, "H": True, "H_default": False, "S": True, "T": "bookkeeping", "L": False},
-}
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ContextSettings(_Model):
-    """Which context modules the engineer reads (SPEC §5); a variant, optionally refined switch by switch."""
-
-    variant: Literal["V1", "V2", "V3", "V4", "V5", "V6"] = Field(
-        default="V6",
-        description="Starting point: the paper's cumulative ablation V1 (F) ... V6 (the method).",
-    )
-    F: bool | None = Field(default=None, description="Failure breakdown per map size (None: the variant's).")
-    G: bool | None = Field(default=None, description="Curriculum-design guidelines (None: the variant's).")
-    H: bool | None = Field(
-        default=None, description="History of earlier configurations (None: the variant's)."
-    )
-    H_default: bool | None = Field(
-        default=None, description="Whether the history includes the round-0 default (None: the variant's)."
-    )
-    S: bool | None = Field(
-        default=None, description="The engineer's previous rationale (None: the variant's)."
-    )
-    T: TrainingDetails | None = Field(
-        default=None, description="Training details: none, bookkeeping or full (None: the variant's)."
-    )
-    L: bool | None = Field(
-        default=None,
-        description="Learnability: the policy's sampled success and zero-variance share per size in the "
-        "round's training (not a paper module; None: the variant's, which is off).",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_name(cls, v: Any) -> Any:
-        return {"variant": v} if isinstance(v, str) else v
-
-    def switches(self) -> dict[str, Any]:
-        """The resolved switches: the variant's, overridden by every switch given explicitly.
-
-        >>> ContextSettings.model_validate({"variant": "V6", "T": "full"}).switches()["T"]
-        'full'
-        """
-        out = dict(CONTEXT_VARIANTS[self.variant])
-        for key in out:
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        return out
 
 
 class EngineerSettings(_Model):
@@ -190,6 +131,10 @@ class EngineerSettings(_Model):
         return self.kind in ("self", "base", "openai")
 
 
+#: An agent count: an integer 1..16 (``true`` is not 1).
+AgentCount = Annotated[int, Field(strict=True, ge=1, le=16)]
+
+
 class ValidationSettings(_Model):
     """The validation set: the benchmark's shape with disjoint seeds, smaller (SPEC §4)."""
 
@@ -202,10 +147,10 @@ class ValidationSettings(_Model):
     seed: int = Field(
         default=1, ge=0, description="Seed of the validation set (disjoint from the benchmark's)."
     )
-    agents: tuple[int, ...] = Field(
+    agents: tuple[AgentCount, ...] = Field(
         default=(3, 4, 5),
         min_length=1,
-        description="Agent counts of the validation set (the benchmark's: 3, 4, 5).",
+        description="Agent counts of the validation set (the benchmark's: 3, 4, 5), integers 1..16.",
     )
     max_size: int = Field(
         default=10, ge=3, le=32, description="Largest map size of the validation set (the benchmark's: 10)."
@@ -489,6 +434,19 @@ class Experiment(_Model):
         if self.engineer.kind == "self":
             return checkpoint
         return self.engineer.model or self.model
+
+    def scripted_engineer_problem(self) -> str | None:
+        """Why the ``self`` / ``base`` engineer cannot run here (it would ask a scripted policy), or None."""
+        if self.engineer.kind not in ("self", "base") or not self.engineer_rounds:
+            return None
+        model = self.engineer_model(self.policy or self.model)
+        if model is None or not model.startswith("scripted:"):
+            return None
+        return (
+            f"engineer kind {self.engineer.kind!r} needs a language model, but the experiment uses the "
+            f"scripted policy {model!r}; use a non-LLM engineer (fixed, random, threshold) with a scripted "
+            "policy, or drop 'policy'"
+        )
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

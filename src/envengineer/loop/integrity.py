@@ -25,14 +25,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from envengineer.errors import ConfigError
-from envengineer.loop.rundir import LedgerEntry, RunDir, file_digest
+from envengineer.loop.rundir import DamagedRunError, LedgerEntry, RunDir, file_digest
+
+__all__ = ["DamagedRunError", "Verifier", "check_experiment", "latest_hash"]
 
 log = logging.getLogger(__name__)
-
-
-class DamagedRunError(ConfigError):
-    """A file a resumed run would reuse differs from what the ledger recorded (changed, truncated, gone)."""
 
 
 def latest_hash(rd: RunDir, name: str) -> tuple[str, LedgerEntry] | None:
@@ -172,3 +169,56 @@ def _order(entry: LedgerEntry) -> tuple[int, int]:
 
 def _label(entry: LedgerEntry) -> str:
     return f"stage {entry.stage!r}" + (f" of round {entry.round}" if entry.round is not None else "")
+
+
+# -- reading a finished stage's scores back (report, compare) ----------------------------------------------
+def scores_problem(data: object) -> str | None:
+    """What is wrong with a ``scores.json``'s shape for the tables that read it, or None.
+
+    >>> scores_problem({"summary": {"n": 1, "valid": 0, "optimal": 0}, "table": [1, 2]})
+    'table is not a mapping of agent counts'
+    """
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    summary = data.get("summary")
+    if not isinstance(summary, dict) or not all(_is_percent(summary.get(k)) for k in ("valid", "optimal")):
+        return "summary is not a mapping with valid and optimal percentages"
+    if not isinstance(summary.get("n"), int) or isinstance(summary.get("n"), bool) or summary["n"] < 0:
+        return "summary.n is not a count"
+    table = data.get("table", {})
+    if not isinstance(table, dict):
+        return "table is not a mapping of agent counts"
+    for agents, row in table.items():
+        if not str(agents).isdigit() or not isinstance(row, dict):
+            return f"table entry {str(agents)[:20]!r} is not an agent count with its sizes"
+        sizes, total = row.get("sizes"), row.get("sum")
+        if not isinstance(sizes, dict) or not all(str(n).isdigit() for n in sizes):
+            return f"table[{agents}].sizes is not a mapping of map sizes"
+        for cell in [*sizes.values(), total]:
+            if not isinstance(cell, dict) or not all(_is_percent(cell.get(k)) for k in ("valid", "optimal")):
+                return f"table[{agents}] holds a cell without valid and optimal percentages"
+    return None
+
+
+def _is_percent(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 100
+
+
+def verified_scores(rd: RunDir, entry: LedgerEntry, path: Path) -> tuple[dict | None, str | None]:
+    """A finished stage's ``scores.json`` read through the check ``--resume`` makes: ``(scores, None)``, or
+    ``(None, what is wrong)`` when the file changed since the stage recorded it, is gone, is not JSON or
+    not of the scores' shape (a damaged file is reported, never averaged in)."""
+    import json
+
+    rel = rd.rel(path)
+    if not path.is_file():
+        return None, f"{rel} is missing"
+    recorded = entry.hashes.get(rel)
+    if recorded is not None and file_digest(path) != recorded:
+        return None, f"{rel} changed since {_label(entry)} finished (its hash differs from the ledger's)"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None, f"{rel} is not JSON"
+    problem = scores_problem(data)
+    return (None, f"{rel}: {problem}") if problem else (data, None)

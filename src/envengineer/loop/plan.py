@@ -18,9 +18,11 @@ from envengineer.loop.launch import check_launch
 log = logging.getLogger(__name__)
 
 
-def preflight(experiment: Experiment) -> None:
+def preflight(experiment: Experiment, *, own_engineer: bool = False) -> None:
     """Check what the experiment names before anything runs: presets, context, engineer options, files,
-    and that the validation and benchmark sets will not be empty. ``--dry-run`` runs it too.
+    that the validation and benchmark sets will not be empty and every board holds its agents.
+    ``--dry-run`` runs it too. ``own_engineer``: the caller brings its own engineer factory (tests), so the
+    engineer's model is not checked.
 
     Raises:
         ConfigError: every problem found, one per line, each naming what to change.
@@ -65,30 +67,73 @@ def preflight(experiment: Experiment) -> None:
         except ConfigError as exc:
             problems.append(f"{section}: {exc}")
     problems.extend(_small_policy_problems(exp))
-    if exp.evaluation.benchmark_path and not Path(exp.evaluation.benchmark_path).is_file():
-        what = "is a directory" if Path(exp.evaluation.benchmark_path).is_dir() else "does not exist"
-        problems.append(
-            f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} {what}; name an instance file"
-        )
-    elif exp.evaluation.benchmark_path and _is_empty(Path(exp.evaluation.benchmark_path)):
-        problems.append(
-            f"evaluation.benchmark_path: {exp.evaluation.benchmark_path} holds no instance; the benchmark "
-            "would be empty"
-        )
-    if exp.rounds > 0:
-        from envengineer.mapf.benchmark import cells
-
-        v = exp.validation
-        if not list(cells(v.agents, v.max_size, v.min_size)):
-            problems.append(
-                f"validation: the validation set would be empty: no map size from the agent count to "
-                f"max_size {v.max_size} fits agents {list(v.agents)}; use agents <= max_size (e.g. [3, 4, 5])"
-            )
+    scripted_engineer = None if own_engineer else exp.scripted_engineer_problem()
+    if scripted_engineer:
+        problems.append(scripted_engineer)
+    problems.extend(_benchmark_problems(exp))
+    problems.extend(_board_problems(exp))
     problems.extend(check_launch(exp))
     if len(problems) == 1:
         raise ConfigError(f"experiment {exp.name!r}: {problems[0]}")
     if problems:
         raise ConfigError(f"experiment {exp.name!r}:\n  " + "\n  ".join(problems))
+
+
+def _benchmark_problems(exp: Experiment) -> list[str]:
+    """The benchmark file must load (UTF-8, complete, of the instance format) and keep an instance."""
+    path = exp.evaluation.benchmark_path
+    if not path:
+        return []  # the packaged benchmark
+    if not Path(path).is_file():
+        what = "is a directory" if Path(path).is_dir() else "does not exist"
+        return [f"evaluation.benchmark_path: {path} {what}; name an instance file"]
+    from envengineer.errors import describe_error
+    from envengineer.mapf.benchmark import draw_subset
+    from envengineer.mapf.instance import load_instances
+
+    try:
+        instances = load_instances(path)
+    except Exception as exc:  # what loading it in the run would raise, as the run's one line
+        message, code = describe_error(exc)
+        if code != 2:
+            raise
+        return [f"evaluation.benchmark_path: {message}"]
+    ev = exp.evaluation
+    if not instances or not draw_subset(instances, per_cell=ev.benchmark_per_cell, limit=ev.benchmark_limit):
+        return [f"evaluation.benchmark_path: {path} holds no instance; the benchmark would be empty"]
+    return []
+
+
+def _board_problems(exp: Experiment) -> list[str]:
+    """Every board a run generates must hold its agents: the validation cells, and the training data's
+    ``num_agents`` on each map size of the configuration space (the engineer may pick any)."""
+    if exp.rounds == 0:
+        return []
+    from envengineer.errors import GenerationError
+    from envengineer.mapf.benchmark import cells
+    from envengineer.mapf.config import DEFAULT_SPACE
+    from envengineer.mapf.generator import check_fit
+
+    v = exp.validation
+    problems = []
+    val_cells = list(cells(v.agents, v.max_size, v.min_size))
+    if not val_cells:
+        problems.append(
+            f"validation: the validation set would be empty: no map size from the agent count to "
+            f"max_size {v.max_size} fits agents {list(v.agents)}; use agents <= max_size (e.g. [3, 4, 5])"
+        )
+    for where, fits in (
+        ("validation", [(n, a) for a, n in val_cells]),
+        ("num_agents", [(n, exp.num_agents) for n in DEFAULT_SPACE.sizes]),
+    ):
+        for size, agents in fits:
+            try:
+                check_fit(size, agents)
+            except GenerationError as exc:
+                hint = "raise validation.min_size" if where == "validation" else "lower num_agents"
+                problems.append(f"{where}: {exc} ({hint})")
+                break
+    return problems
 
 
 def _small_policy_problems(exp: Experiment) -> list[str]:
@@ -278,15 +323,3 @@ def grpo_steps(exp: Experiment) -> tuple[int | None, dict[str, Any]]:
         "processes": world,
         "prompts_used_per_epoch": per_epoch * prompts_per_step,
     }
-
-
-def _is_empty(path: Path) -> bool:
-    """Whether an instance file holds no line at all (its format is checked when it is loaded)."""
-    import gzip
-
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            return not any(line.strip() for line in fh)
-    except (OSError, UnicodeDecodeError, EOFError):
-        return False  # unreadable: loading it will say so

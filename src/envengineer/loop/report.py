@@ -299,7 +299,12 @@ def write_report(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
         "failures": fig_failures(run, fig_dir / "failures.png"),
     }
     rel = {k: (v.relative_to(out_dir) if v is not None else None) for k, v in figures.items()}
-    path = atomic_write_text(out_dir / "report.md", render_markdown(run, rel))
+    text = render_markdown(run, rel)
+    if run.damaged:  # said at the top: these scores are not in the tables below
+        title, _, rest = text.partition("\n")
+        note = "\n".join(f"> - {d}" for d in run.damaged)
+        text = f"{title}\n\n> **Damaged scores, left out of this report:**\n{note}\n{rest}"
+    path = atomic_write_text(out_dir / "report.md", text)
     log.info("report written to %s", path)
     return path
 
@@ -315,7 +320,7 @@ def _is_llm(eng: dict[str, Any]) -> bool:
 
 
 def _context_text(ctx: Any) -> str:
-    from envengineer.loop.experiment import ContextSettings
+    from envengineer.loop.context_settings import ContextSettings
 
     try:
         sw = ContextSettings.model_validate(ctx if ctx else {}).switches()

@@ -6,15 +6,19 @@ Everything here is a plain function of a :class:`RunRecord` or of ScoreReport JS
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envengineer.errors import ConfigError
+from envengineer.loop.integrity import verified_scores
 from envengineer.loop.rundir import ROUND_STAGES, RunDir, read_json
 from envengineer.mapf.config import read_yaml
 from envengineer.mapf.scoring import subset_table_md
+
+log = logging.getLogger(__name__)
 
 #: Outcome categories in the order figures stack them (validator order, then the valid ones).
 OUTCOMES: tuple[str, ...] = (
@@ -48,6 +52,7 @@ class RunRecord:
     benchmark: dict[str, Any] | None = None
     start_validation: dict[str, Any] | None = None  # the starting model's validation (``validation.start``)
     seconds: dict[str, float] = field(default_factory=dict)
+    damaged: list[str] = field(default_factory=list)  # scores left out: changed, missing or malformed
 
     @property
     def name(self) -> str:
@@ -71,8 +76,18 @@ def load_run(run_dir: str | Path) -> RunRecord:
             "pass the --out folder of `envengineer run`"
         )
     experiment = read_yaml(rd.experiment_path, "resolved experiment") or {}
+    if not isinstance(experiment, dict):
+        raise ConfigError(f"{rd.experiment_path}: not an experiment (a YAML {type(experiment).__name__})")
     done = rd.done()
     run = RunRecord(root=rd.root, experiment=experiment)
+
+    def scores(key: tuple[int | None, str], path: Path) -> dict[str, Any] | None:
+        data, problem = verified_scores(rd, done[key], path)
+        if problem:
+            log.warning("%s: %s; left out", rd.root, problem)
+            run.damaged.append(problem)
+        return data
+
     for r in rd.rounds_present():
         d = rd.round_dir(r)
         stages = tuple(s for s in ROUND_STAGES if (r, s) in done)
@@ -87,13 +102,15 @@ def load_run(run_dir: str | Path) -> RunRecord:
         if "train" in stages:
             rec.train = _maybe_json(d / "train" / "metrics.json")
         if "validation" in stages:
-            rec.validation = _maybe_json(d / "validation" / "scores.json")
+            rec.validation = scores((r, "validation"), d / "validation" / "scores.json")
         if stages:
             run.rounds.append(rec)
     if (None, "benchmark") in done:
-        run.benchmark = _maybe_json(rd.benchmark_dir / "scores.json")
+        run.benchmark = scores((None, "benchmark"), rd.benchmark_dir / "scores.json")
     if (None, "start_validation") in done:
-        run.start_validation = _maybe_json(rd.root / "start" / "validation" / "scores.json")
+        run.start_validation = scores(
+            (None, "start_validation"), rd.root / "start" / "validation" / "scores.json"
+        )
     run.seconds = {
         "warm_start": done[(None, "warm_start")].seconds if (None, "warm_start") in done else 0.0,
         "rounds": sum(e.seconds for (r, _), e in done.items() if r is not None),

@@ -31,6 +31,7 @@ import logging
 import os
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,15 @@ EXPERIMENT = "experiment.yaml"
 VALIDATION_SET = "validation_set.jsonl"
 #: Files every stage reads; each ledger line records their hash as it was when the stage finished.
 FIXED_INPUTS: tuple[str, ...] = (EXPERIMENT, VALIDATION_SET)
+#: Stages outside the rounds (their ledger lines have ``round: null``).
+ROUNDLESS_STAGES: tuple[str, ...] = ("warm_start", "start_validation", *FINAL_STAGES)
+LEDGER_STATUSES: tuple[str, ...] = ("done", "skipped", "redo")
+_LINE_KEYS = ("round", "stage", "status", "time", "seconds", "paths", "info", "hashes")
+
+
+class DamagedRunError(ConfigError):
+    """A file a resumed run would reuse differs from what the ledger recorded (changed, truncated, gone),
+    or the ledger itself holds a line :meth:`RunDir.record` did not write."""
 
 
 # -- atomic writes ----------------------------------------------------------------------------------------
@@ -127,6 +137,10 @@ def read_jsonl(path: str | Path, *, skip_torn: bool = False) -> list[Any]:
     return rows
 
 
+def _stage_label(entry: LedgerEntry) -> str:
+    return f"stage {entry.stage!r}" + (f" of round {entry.round}" if entry.round is not None else "")
+
+
 def _json_default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
@@ -163,13 +177,46 @@ class LedgerEntry:
         return (self.round, self.stage)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LedgerEntry:
+    def from_dict(cls, d: Any) -> LedgerEntry:
+        """A ledger line read strictly.
+
+        Raises:
+            ValueError: the line is not what :meth:`RunDir.record` writes (not an object, a key missing,
+                retyped or unknown, a stage that does not exist); the message says which.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"not a ledger line (a JSON {type(d).__name__}, not an object)")
+        unknown = sorted(set(d) - set(_LINE_KEYS))
+        if unknown:
+            raise ValueError(f"unknown keys {unknown} (a line of another tool?)")
+        missing = [k for k in ("round", "stage", "status") if k not in d]
+        if missing:
+            raise ValueError(f"keys {missing} missing")
+        r, stage, status = d["round"], d["stage"], d["status"]
+        if r is not None and (type(r) is not int or r < 0):
+            raise ValueError(f"round {r!r} is not a round number (an integer >= 0, or null)")
+        stages = ROUND_STAGES if r is not None else ROUNDLESS_STAGES
+        if not isinstance(stage, str) or stage not in stages:
+            raise ValueError(f"stage {stage!r} is not one of {list(stages)}")
+        if status not in LEDGER_STATUSES:
+            raise ValueError(f"status {status!r} is not one of {list(LEDGER_STATUSES)}")
+        seconds = d.get("seconds", 0.0)
+        if type(seconds) not in (int, float) or not 0 <= seconds < float("inf"):
+            raise ValueError(f"seconds {seconds!r} is not a duration")
+        for key in ("paths", "hashes"):
+            value = d.get(key) or {}
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            ):
+                raise ValueError(f"{key} is not a mapping of names to text")
+        if not isinstance(d.get("info") or {}, dict) or not isinstance(d.get("time", ""), str):
+            raise ValueError("info is not a mapping or time is not text")
         return cls(
-            round=d.get("round"),
-            stage=str(d["stage"]),
-            status=str(d.get("status", "done")),
-            time=str(d.get("time", "")),
-            seconds=float(d.get("seconds", 0.0)),
+            round=r,
+            stage=stage,
+            status=status,
+            time=d.get("time", ""),
+            seconds=float(seconds),
             paths=dict(d.get("paths") or {}),
             info=dict(d.get("info") or {}),
             hashes=dict(d.get("hashes") or {}),
@@ -252,14 +299,97 @@ class RunDir:
         return out
 
     # ledger ---------------------------------------------------------------------------------------------
-    def entries(self) -> list[LedgerEntry]:
-        """Every ledger line, in order (a torn last line from a killed writer is ignored)."""
+    def read_ledger(self) -> tuple[list[LedgerEntry], list[tuple[int, str]]]:
+        """Every valid ledger line in order, and ``(line number, what is wrong)`` for every other line.
+
+        Damage is a line that is not JSON (except an unterminated last line: a writer killed mid-line,
+        whose stage did not finish), a line that is not what :meth:`record` writes (:meth:`LedgerEntry.
+        from_dict`), a second ``done`` line for a stage without a ``redo`` line between them, and a line
+        recorded under another ``experiment.yaml`` than most lines (copied from another run).
+        """
         if not self.ledger_path.exists():
-            return []
-        return [LedgerEntry.from_dict(d) for d in read_jsonl(self.ledger_path, skip_torn=True)]
+            return [], []
+        data = self.ledger_path.read_bytes()
+        lines = data.splitlines()
+        parsed: list[tuple[int, LedgerEntry]] = []
+        problems: list[tuple[int, str]] = []
+        for i, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            try:
+                parsed.append((i, LedgerEntry.from_dict(json.loads(raw.decode("utf-8")))))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                if i == len(lines) and not data.endswith(b"\n"):
+                    log.warning(
+                        "%s:%d: ignoring a torn last line (a writer was killed mid-line)", self.ledger_path, i
+                    )
+                    continue
+                problems.append((i, "torn or not JSON"))
+            except ValueError as exc:
+                problems.append((i, str(exc)))
+        # the run's own experiment hash is the one most lines carry (a copied line is the odd one out)
+        votes = Counter(e.hashes[EXPERIMENT] for _, e in parsed if EXPERIMENT in e.hashes).most_common(1)
+        own = votes[0][0] if votes else None
+        entries: list[LedgerEntry] = []
+        seen: dict[tuple[int | None, str], int] = {}
+        for i, entry in parsed:
+            if entry.hashes.get(EXPERIMENT, own) != own:
+                problems.append(
+                    (i, f"recorded under another {EXPERIMENT} than the run's (a line of another run?)")
+                )
+            elif entry.status != "redo" and entry.key in seen:
+                problems.append(
+                    (i, f"repeats {_stage_label(entry)} (already recorded on line {seen[entry.key]})")
+                )
+            else:
+                if entry.status == "redo":
+                    seen.pop(entry.key, None)
+                else:
+                    seen[entry.key] = i
+                entries.append(entry)
+        problems.sort()
+        return entries, problems
+
+    def entries(self) -> list[LedgerEntry]:
+        """Every ledger line, in order (a torn last line from a killed writer is ignored).
+
+        Raises:
+            DamagedRunError: a line is damaged (:meth:`read_ledger`); resume with ``--redo-damaged``
+                (:meth:`repair_ledger`) or restore the ledger.
+        """
+        entries, problems = self.read_ledger()
+        if problems:
+            line, why = problems[0]
+            more = f" (and {len(problems) - 1} more damaged lines)" if len(problems) > 1 else ""
+            raise DamagedRunError(
+                f"{self.ledger_path}:{line}: {why}{more}; restore the ledger, or resume with --redo-damaged "
+                "to redo the stages from that line on"
+            )
+        return entries
+
+    def repair_ledger(self) -> int:
+        """Keep the ledger's lines before its first damaged line; the stages after it run again.
+
+        The whole old ledger is kept as ``ledger.jsonl.damaged``. Returns how many valid lines were dropped.
+        """
+        entries, problems = self.read_ledger()
+        if not problems:
+            return 0
+        first = problems[0][0]
+        lines = self.ledger_path.read_bytes().splitlines(keepends=True)
+        kept = b"".join(lines[: first - 1])
+        backup = self.ledger_path.with_name(LEDGER + ".damaged")
+        backup.write_bytes(self.ledger_path.read_bytes())
+        atomic_write_text(self.ledger_path, kept.decode("utf-8"))
+        dropped = len(entries) - len(self.read_ledger()[0])
+        log.warning(
+            "%s:%d: %s; kept the %d lines before it (the old ledger is %s); %d finished stages run again",
+            self.ledger_path, first, problems[0][1], first - 1, backup.name, dropped,
+        )  # fmt: skip
+        return dropped
 
     def done(self) -> dict[tuple[int | None, str], LedgerEntry]:
-        """Finished stages by ``(round, stage)``: the first record wins, until a ``redo`` line drops it."""
+        """Finished stages by ``(round, stage)``: a ``redo`` line drops the stage until its next record."""
         out: dict[tuple[int | None, str], LedgerEntry] = {}
         for e in self.entries():
             if e.status in ("done", "skipped"):
@@ -305,17 +435,29 @@ class RunDir:
         )
         self.root.mkdir(parents=True, exist_ok=True)
         line = safe_text(json.dumps(entry.to_dict(), default=_json_default)) + "\n"
-        with open(self.ledger_path, "a+b") as fh:
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() > 0:
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":  # a torn line from a killed writer: close it, keep it visible
-                    fh.write(b"\n")
+        self._drop_torn_tail()
+        with open(self.ledger_path, "ab") as fh:
             fh.write(line.encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
         log.debug("ledger: round %s stage %s %s", r, stage, status)
         return entry
+
+    def _drop_torn_tail(self) -> None:
+        """A last line without its newline is a writer killed mid-line: move it to ``ledger.torn``."""
+        if not self.ledger_path.exists():
+            return
+        data = self.ledger_path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return
+        cut = data.rfind(b"\n") + 1
+        with open(self.ledger_path.with_name("ledger.torn"), "ab") as fh:
+            fh.write(data[cut:] + b"\n")
+        with open(self.ledger_path, "r+b") as fh:
+            fh.truncate(cut)
+            fh.flush()
+            os.fsync(fh.fileno())
+        log.warning("%s: a torn last line (a killed writer) moved to ledger.torn", self.ledger_path)
 
     def _hashes(self, paths: dict[str, str | Path]) -> dict[str, str]:
         out: dict[str, str] = {}

@@ -28,10 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from envengineer.errors import ConfigError
+from envengineer.errors import ConfigError, EnvEngineerError
 from envengineer.loop.components import Components, complete_components, release_shared_backend
 from envengineer.loop.experiment import Experiment, load_experiment
-from envengineer.loop.integrity import Verifier, check_experiment
+from envengineer.loop.integrity import DamagedRunError, Verifier, check_experiment
 from envengineer.loop.plan import preflight
 from envengineer.loop.rundir import FINAL_STAGES, ROUND_STAGES, RunDir, atomic_write_text
 from envengineer.loop.sets import check_sets, full_benchmark, select_benchmark, validation_set
@@ -88,7 +88,8 @@ class LoopRunner:
                 f"{rd.root} already holds a run; continue it with `envengineer run --resume {rd.root}` "
                 "or choose another --out"
             )
-        preflight(experiment)
+        comps = kw.get("components")
+        preflight(experiment, own_engineer=comps is not None and comps.engineer_factory is not None)
         rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_text(rd.experiment_path, experiment.to_yaml())
         return cls(experiment, run_dir, **kw)
@@ -102,6 +103,9 @@ class LoopRunner:
                 f"{rd.root} holds no run ({rd.experiment_path.name} missing); start one with "
                 "`envengineer run EXPERIMENT.yaml --out DIR`"
             )
+        if kw.get("redo_damaged"):
+            rd.repair_ledger()  # a damaged line: keep what precedes it, redo the stages after it
+        rd.entries()  # a damaged ledger is refused before anything else is read
         check_experiment(rd)  # the experiment is frozen: an edited file is refused
         return cls(load_experiment(rd.experiment_path), run_dir, **kw)
 
@@ -180,7 +184,15 @@ class LoopRunner:
         if entry is not None and not self.verifier.usable(entry):
             entry = None  # damaged (redo_damaged) or built on a redone stage: run it again
         if entry is not None:
-            load(entry)
+            try:
+                load(entry)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                if isinstance(exc, EnvEngineerError):
+                    raise
+                raise DamagedRunError(
+                    f"{self.rd.ledger_path}: the line of {label} does not hold what the stage recorded "
+                    f"({type(exc).__name__}: {str(exc)[:80]}); restore the ledger"
+                ) from None
             log.debug("%s: finished earlier, skipped", label)
             return
         if self._bar is not None:

@@ -13,7 +13,10 @@ mapping), so ``envengineer compare OUT/gpu-ablation-v6 ...`` reads the shared ru
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +25,9 @@ from typing import Any
 from envengineer.errors import ConfigError
 from envengineer.loop.experiment import Experiment, load_experiment
 from envengineer.loop.plan import plan
+
+log = logging.getLogger(__name__)
+_MISSING = object()
 
 
 @dataclass
@@ -63,6 +69,65 @@ def run_key(exp: Experiment) -> str:
     return json.dumps(data, sort_keys=True, default=str)
 
 
+def content_hash(exp: Experiment) -> str:
+    """A short hash of :func:`run_key`: the run's identity in ``suite.json``."""
+    return hashlib.sha256(run_key(exp).encode("utf-8")).hexdigest()[:16]
+
+
+def differing_keys(a: Experiment, b: Experiment) -> list[str]:
+    """The dotted fields in which two experiments that are different runs differ, sorted (as written;
+    the normalised run keys where only those differ).
+
+    >>> differing_keys(Experiment(name="x", rounds=1), Experiment(name="y", rounds=2))
+    ['rounds']
+    """
+
+    def flat(data: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(data, dict) and data:
+            return {k: v for key, value in data.items() for k, v in flat(value, f"{prefix}{key}.").items()}
+        return {prefix.rstrip("."): data}
+
+    def diff(da: dict[str, Any], db: dict[str, Any]) -> list[str]:
+        fa, fb = flat(da), flat(db)
+        return sorted(k for k in fa.keys() | fb.keys() if fa.get(k, _MISSING) != fb.get(k, _MISSING))
+
+    if run_key(a) == run_key(b):
+        return []
+    free = ("name", "description")
+    written = diff(*({k: v for k, v in e.model_dump(mode="json").items() if k not in free} for e in (a, b)))
+    return written or diff(json.loads(run_key(a)), json.loads(run_key(b)))
+
+
+def prepare_run_dir(run: SuiteRun, run_dir: Path, *, redo: bool = False) -> bool:
+    """Whether ``run_dir`` holds this run to resume (True) or is free for a new one (False).
+
+    A run directory made from another experiment than the suite's files now describe (a file edited
+    since) is refused, naming the fields that differ; with ``redo`` it is moved aside to
+    ``NAME.replaced-TIME`` and the run starts again.
+
+    Raises:
+        ConfigError: the directory holds another experiment's run and ``redo`` is off.
+    """
+    recorded_path = run_dir / "experiment.yaml"
+    if not recorded_path.exists():
+        return False
+    keys = differing_keys(load_experiment(recorded_path), run.experiment)
+    if not keys:
+        return True
+    if not redo:
+        raise ConfigError(
+            f"{run_dir} was run from another experiment than {', '.join(str(f) for f in run.files)} "
+            f"describe now ({', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''} differ); rerun the suite "
+            "with --redo to start that run again, or give the file a new name"
+        )
+    aside = run_dir.with_name(f"{run_dir.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir.rename(aside)
+    log.warning(
+        "%s was run from another experiment (%s differ): moved to %s", run_dir, ", ".join(keys), aside
+    )
+    return False
+
+
 def suite_files(folder: str | Path) -> list[Path]:
     """The experiment files of a folder: ``*.yaml`` without the shared bases (names starting with ``_``)."""
     folder = Path(folder)
@@ -83,9 +148,17 @@ def suite_plan(
     keeps the runs any of whose files' stems or experiment names are listed.
     """
     groups: dict[str, SuiteRun] = {}
+    named: dict[str, tuple[str, Path]] = {}  # experiment name -> (run key, first file)
     for f in map(Path, files):
         exp = load_experiment(f, overrides)
         key = run_key(exp)
+        first = named.setdefault(exp.name, (key, f))
+        if first[0] != key:
+            raise ConfigError(
+                f"{first[1]} and {f} both name their experiment {exp.name!r} but describe different runs "
+                f"({', '.join(differing_keys(load_experiment(first[1], overrides), exp)[:5])} differ); "
+                "give one of them another name"
+            )
         if key in groups:
             g = groups[key]
             if f.stem.startswith("main-") and not any(x.stem.startswith("main-") for x in g.files):
@@ -142,7 +215,13 @@ def write_suite_record(runs: Sequence[SuiteRun], out: Path) -> Path:
     """``out/suite.json``: per distinct run its directory, files and aliases."""
     out.mkdir(parents=True, exist_ok=True)
     record = [
-        {"run": r.name, "dir": str(out / r.name), "files": [str(f) for f in r.files], "aliases": r.aliases}
+        {
+            "run": r.name,
+            "key": content_hash(r.experiment),
+            "dir": str(out / r.name),
+            "files": [str(f) for f in r.files],
+            "aliases": r.aliases,
+        }
         for r in runs
     ]
     path = out / "suite.json"

@@ -1,0 +1,177 @@
+"""compare and report count each run once, warn on shared seeds, leave damaged scores out, and give
+bootstrap intervals over seeds (issue 17, cases 3, 4 and 8; issue 16's intervals)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from envengineer.cli import main
+from envengineer.errors import ConfigError
+from envengineer.loop.compare import compare_runs
+from envengineer.loop.experiment import Experiment
+from envengineer.loop.rundir import file_digest
+from envengineer.loop.runner import run_experiment
+from small_sets import write_small_sets
+
+pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("cmp")
+    sets = write_small_sets(d, 37)
+    exp = Experiment.model_validate(
+        {
+            "name": "t-cmp",
+            "policy": "scripted:greedy",
+            "rounds": 1,
+            "samples_per_round": 4,
+            "validation": {"per_cell": 1, "agents": [3], "max_size": 4},
+            "evaluation": {"batch_size": 4, "benchmark_path": str(sets["benchmark"])},
+            "engineer": {"kind": "fixed"},
+        }
+    )
+    run_experiment(exp, d / "a")
+    run_experiment(exp, d / "b")  # the same experiment, seeds and all: what two `run --seed 1` give
+    return {"a": d / "a", "b": d / "b"}
+
+
+@pytest.fixture
+def a(base: dict[str, Path], tmp_path: Path) -> Path:
+    shutil.copytree(base["a"], tmp_path / "a")
+    return tmp_path / "a"
+
+
+def _record(out: Path) -> dict[str, Any]:
+    return json.loads((out / "compare.json").read_text())
+
+
+def _rehash(run: Path) -> None:
+    lines = []
+    for line in (run / "ledger.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        d["hashes"] = {k: file_digest(run / k) for k in d.get("hashes", {})}
+        lines.append(json.dumps(d) + "\n")
+    (run / "ledger.jsonl").write_text("".join(lines))
+
+
+def _arm_run(src: Path, root: Path, name: str, seed: int, value: float) -> Path:
+    """A copy of a run with other seeds whose benchmark Sums are all ``value`` (valid; optimal half)."""
+    run = root / f"{name}-s{seed}"
+    shutil.copytree(src, run)
+    exp = yaml.safe_load((run / "experiment.yaml").read_text())
+    exp.update(name=f"{name}-s{seed}", seeds={**exp["seeds"], "data": seed, "training": seed})
+    exp["engineer"]["max_new_tokens"] = 100 + sum(map(ord, name))  # another arm: another experiment
+    (run / "experiment.yaml").write_text(yaml.safe_dump(exp))
+    path = run / "benchmark" / "scores.json"
+    scores = json.loads(path.read_text())
+    for t in scores["table"].values():
+        for cell in t["sizes"].values():
+            cell["valid"], cell["optimal"] = value, value / 2
+        t["sum"] = {"valid": value, "optimal": value / 2}
+    path.write_text(json.dumps(scores))
+    _rehash(run)
+    return run
+
+
+def test_a_run_given_twice_or_through_a_link_or_a_copy_counts_once(a: Path, tmp_path: Path) -> None:
+    (tmp_path / "link").symlink_to(a, target_is_directory=True)
+    shutil.copytree(a, tmp_path / "copy")
+    out = tmp_path / "out"
+    compare_runs([a, a, tmp_path / "link", tmp_path / "copy"], out=out)
+    record = _record(out)
+    assert [len(v) for v in record["arms"].values()] == [1] and len(record["runs"]) == 1
+    assert [w.split(" is ")[1].split(" ")[0:3] for w in record["warnings"]] == [
+        ["the", "same", "directory"], ["the", "same", "directory"], ["a", "copy", "of"],
+    ]  # fmt: skip
+    text = (out / "compare.md").read_text()
+    assert "counted once" in text and "± 0.00" not in text
+
+
+def test_runs_of_an_arm_with_the_same_seeds_are_warned_about(
+    base: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["compare", str(base["a"]), str(base["b"]), "--out", str(out)]) == 0
+    (warning,) = _record(out)["warnings"]
+    assert "have the same seeds" in warning and "not independent seeds" in warning
+    assert "have the same seeds" in (out / "compare.md").read_text()
+
+
+def test_hand_edited_scores_are_reported_not_averaged(a: Path, tmp_path: Path) -> None:
+    path = a / "benchmark" / "scores.json"
+    scores = json.loads(path.read_text())
+    scores["table"]["3"]["sizes"]["3"]["valid"] = 99.99
+    path.write_text(json.dumps(scores))
+    out = tmp_path / "out"
+    compare_runs([a], out=out)
+    record = _record(out)
+    assert record["runs"][0]["sums"] == {} and record["runs"][0]["mean"] is None
+    assert "benchmark/scores.json changed since stage 'benchmark' finished" in record["damaged"][0]
+    assert "99.99" not in (out / "compare.md").read_text()
+    assert main(["report", str(a)]) == 0
+    report = (a / "report.md").read_text()
+    assert "Damaged scores, left out" in report and "99.99" not in report
+
+
+@pytest.mark.parametrize("content", ['{"table": [1, 2]}', "[1, 2]", "not json", '{"summary": {"n": 1}}'])
+def test_malformed_scores_are_a_damage_note_even_with_a_matching_hash(
+    a: Path, tmp_path: Path, content: str
+) -> None:
+    (a / "benchmark" / "scores.json").write_text(content)
+    _rehash(a)  # the ledger agrees: the shape is what is wrong
+    out = tmp_path / "out"
+    assert main(["compare", str(a), "--out", str(out)]) == 0
+    assert "benchmark/scores.json" in _record(out)["damaged"][0]
+    assert main(["report", str(a)]) == 0
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", "just text"])
+def test_experiment_that_is_not_a_mapping_is_a_one_line_error(
+    a: Path, tmp_path: Path, content: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (a / "experiment.yaml").write_text(content)
+    assert main(["compare", str(a), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "not an experiment" in err and "internal error" not in err
+
+
+def test_bootstrap_intervals_per_arm_and_the_difference_to_a_reference(a: Path, tmp_path: Path) -> None:
+    same = [_arm_run(a, tmp_path, "flat", s, 30.0) for s in range(3)]
+    spread = [_arm_run(a, tmp_path, "wide", s, v) for s, v in enumerate((10.0, 20.0))]
+    out = tmp_path / "out"
+    compare_runs([*same, *spread], out=out, against="flat")
+    iv = _record(out)["intervals"]
+    assert iv["resamples"] == 10_000 and iv["level"] == 95.0 and iv["against"] == "flat"
+    # identical seeds: an interval of width 0
+    assert iv["arms"]["flat"]["benchmark"]["mean"]["valid"] == {
+        "n": 3,
+        "mean": 30.0,
+        "low": 30.0,
+        "high": 30.0,
+    }
+    assert iv["arms"]["flat"]["benchmark"]["mean"]["optimal"]["mean"] == 15.0
+    # two seeds 10 and 20: resampled means are 10, 15 or 20
+    assert iv["arms"]["wide"]["benchmark"]["3 agents"]["valid"] == {
+        "n": 2,
+        "mean": 15.0,
+        "low": 10.0,
+        "high": 20.0,
+    }
+    # wide - flat: -15 [-20, -10] (the reference has no spread)
+    diff = iv["differences"]["wide"]["benchmark"]["mean"]["valid"]
+    assert diff == {"n": 2, "mean": -15.0, "low": -20.0, "high": -10.0, "n_reference": 3}
+    text = (out / "compare.md").read_text()
+    assert "| `flat` | benchmark | mean | 3 | 30.00 [30.00, 30.00] | 15.00 [15.00, 15.00] |" in text
+    assert (
+        "### Difference to `flat`" in text
+        and "| `wide` | benchmark | mean | 2 | -15.00 [-20.00, -10.00] |" in text
+    )
+    with pytest.raises(ConfigError, match="--against 'nope' is not an arm"):
+        compare_runs(same, out=out, against="nope")
