@@ -49,6 +49,7 @@ __all__ = [
     "SweepTask",
     "SweepTaskFailed",
     "TaskResult",
+    "check_executor",
     "file_tasks",
     "link_suite",
     "make_executor",
@@ -59,15 +60,18 @@ __all__ = [
 ]
 
 
-def make_executor(kind: str, address: str | None = None) -> Executor:
-    """The executor named on the command line (``--executor``, ``--address``)."""
-    if kind == "ray":
-        return RayExecutor(address)
-    if kind != "sequential":
+def check_executor(kind: str, address: str | None = None) -> None:
+    """The ``--executor`` and ``--address`` options make sense together (Ray itself is not needed yet)."""
+    if kind not in EXECUTORS:
         raise ConfigError(f"--executor {kind!r}: choose one of {', '.join(EXECUTORS)}")
-    if address is not None:
+    if address is not None and kind != "ray":
         raise ConfigError("--address names a Ray cluster; it goes with --executor ray")
-    return SequentialExecutor()
+
+
+def make_executor(kind: str, address: str | None = None) -> Executor:
+    """The executor named on the command line (``--executor``, ``--address``); Ray is imported here."""
+    check_executor(kind, address)
+    return RayExecutor(address) if kind == "ray" else SequentialExecutor()
 
 
 def run_sweep(
@@ -118,7 +122,7 @@ def run_sweep(
     if failed:
         raise SweepTaskFailed(
             f"{len(failed)} of {len(every)} runs failed ({'; '.join(str(r.error) for r in failed)[:800]}); "
-            "the same command resumes them"
+            "the same command runs them again, resuming from their ledgers"
         )
     return every
 

@@ -29,7 +29,7 @@ def run_sweep_command(args: argparse.Namespace, override_name: Callable[[str, di
         raise ConfigError("name an experiment file (e.g. experiments/cpu/plumbing.yaml)")
     if args.seed is not None and args.seed < 0:
         raise ConfigError(f"--seed must be >= 0, got {args.seed}")
-    executor = sweep.make_executor(args.executor, args.address)
+    sweep.check_executor(args.executor, args.address)
     sets = [*args.set, *([f"training.report_to={args.report_to}"] if args.report_to is not None else [])]
     overrides = dict(parse_override(s) for s in sets)
     exp = load_experiment(args.experiment, overrides)
@@ -48,7 +48,7 @@ def run_sweep_command(args: argparse.Namespace, override_name: Callable[[str, di
     if args.dry_run:
         sweep.print_tasks(tasks)
         return 0
-    sweep.run_sweep(tasks, executor, compare_out=compare)
+    sweep.run_sweep(tasks, sweep.make_executor(args.executor, args.address), compare_out=compare)
     return 0
 
 
@@ -56,12 +56,13 @@ def suite_sweep_command(args: argparse.Namespace, runs: list[Any]) -> int:
     """``suite DIR --seeds ...`` or ``--executor ray``: every distinct run x seed one task."""
     from envengineer import sweep
 
-    executor = sweep.make_executor(args.executor, args.address)
+    sweep.check_executor(args.executor, args.address)
     seeds = sweep.parse_seeds(args.seeds) if args.seeds is not None else None
     tasks = sweep.suite_tasks(runs, seeds, args.out, sets=args.set)
     if args.dry_run:
         sweep.print_tasks(tasks)
         return 0
+    executor = sweep.make_executor(args.executor, args.address)
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         sweep.run_sweep(tasks, executor, compare_out=args.out / "compare")

@@ -230,6 +230,7 @@ class RayExecutor:
         retries: int = DEFAULT_RETRIES,
         poll_s: float = 2.0,
     ) -> None:
+        self.ray = import_ray()  # a missing Ray is a one-line error before anything runs
         self.address = address
         self.num_cpus = num_cpus
         self.retries = retries
@@ -237,7 +238,7 @@ class RayExecutor:
         self.start_seconds = 0.0
 
     def run(self, tasks: Sequence[SweepTask], monitor: Monitor) -> list[TaskResult]:
-        ray = import_ray()
+        ray = self.ray
         t0 = time.perf_counter()
         local = self.address is None and not os.environ.get("RAY_ADDRESS")
         options: dict[str, Any] = {
@@ -245,9 +246,9 @@ class RayExecutor:
             "log_to_driver": False,
             "logging_level": "warning",
         }
-        if local:
+        if local:  # "local": a new instance even where `ray start` left one running
             options["num_cpus"] = self.num_cpus or os.cpu_count() or 1
-        ray.init(address=self.address, **options)
+        ray.init(address="local" if local else self.address, **options)
         self.start_seconds = time.perf_counter() - t0
         try:
             check_fits(tasks, ray.cluster_resources(), local=local)
