@@ -128,6 +128,24 @@ def test_the_run_lock_keeps_a_second_writer_waiting(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "sweep.status.json").read_text())["attempt"] == 2
 
 
+def test_a_run_subprocess_keeps_the_lock_after_its_parent_lets_go(tmp_path: Path) -> None:
+    import fcntl
+    import os
+    import subprocess
+
+    with run_lock(tmp_path) as fd:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(fd,))
+    try:  # the parent closed its descriptor; the child's copy still holds the lock
+        probe = os.open(tmp_path / ".sweep.lock", os.O_RDWR)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        child.kill()
+        child.wait()
+    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once the child is gone
+    os.close(probe)
+
+
 def test_sequential_sweep_runs_seeds_then_skips_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

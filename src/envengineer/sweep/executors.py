@@ -69,10 +69,12 @@ class Executor(Protocol):
 @contextlib.contextmanager
 def run_lock(
     run_dir: Path, *, note: Callable[[str], None] | None = None, poll_s: float = 1.0
-) -> Iterator[None]:
+) -> Iterator[int]:
     """Hold ``RUN/.sweep.lock`` exclusively; wait while another process holds it (then resume after it).
 
-    Writes ``RUN/sweep.status.json`` (host, pid, start time, attempt) once the lock is held.
+    Yields the lock's file descriptor: a subprocess given it (``pass_fds``) holds the lock with this
+    process, so it stays held while either lives. Writes ``RUN/sweep.status.json`` (host, pid, start
+    time, attempt) once the lock is held.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -88,7 +90,7 @@ def run_lock(
                 waited = True
                 time.sleep(poll_s)
         _write_status(run_dir)
-        yield
+        yield fd
     finally:
         os.close(fd)  # releases the lock
 
@@ -143,14 +145,16 @@ def run_in_subprocess(task: SweepTask, cwd: str | None = None) -> dict[str, Any]
     """
     t0 = time.perf_counter()
     log_path = task.run_dir / LOG
-    with run_lock(task.run_dir):
+    with run_lock(task.run_dir) as lock_fd:
         cmd = run_command(task)
         with open(log_path, "ab") as log:
             log.write(f"\n== {time.strftime('%Y-%m-%dT%H:%M:%S')} {socket.gethostname()}: ".encode())
             log.write((" ".join(cmd) + "\n").encode())
             log.flush()
             where = cwd if cwd and os.path.isdir(cwd) else None
-            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=where, check=False)
+            proc = subprocess.run(  # the run shares the lock: it stays held should this process die first
+                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=where, pass_fds=(lock_fd,), check=False
+            )
     if proc.returncode != 0:
         lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-_TAIL:]
         raise SweepTaskFailed(
