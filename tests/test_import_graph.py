@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("envengineer.engineer",),
     ("envengineer.integrations",),
     ("envengineer.loop",),
+    ("envengineer.sweep",),  # runs x seeds over executors: above the loop, below the CLI
     ("envengineer.cli",),
     ("mapf_frozenlake",),
 )

@@ -12,6 +12,25 @@ from pathlib import Path
 from envengineer.errors import ConfigError
 
 
+def _sweep_arguments(p: argparse.ArgumentParser, where: str) -> None:
+    p.add_argument(
+        "--seeds",
+        metavar="SEEDS",
+        help=f"one run per seed, e.g. 0-4 or 0,2,5 (seeds as --seed sets them), into {where}; a stopped "
+        "sweep resumes with the same command (docs/loop.md, Sweeps on Ray)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("sequential", "ray"),
+        default="sequential",
+        help="sequential: one run after another in this process (default); ray: every run one Ray task with "
+        "the CPUs and GPUs it asks for (pip install 'envengineer[ray]')",
+    )
+    p.add_argument(
+        "--address", metavar="ADDR", help="with --executor ray: the Ray cluster to attach to (default: local)"
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
@@ -49,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(sets training.report_to; docs/integrations.md)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
+    _sweep_arguments(p, "OUT/NAME-sSEED (--out: the parent folder, default runs)")  # envengineer.sweep
     p.add_argument("--no-report", action="store_true", help="do not write report.md at the end")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--schema", action="store_true", help="print the experiment file's JSON schema and exit")
@@ -115,6 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(the old directory is moved to NAME.replaced-TIME); default: refuse and name the fields",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _sweep_arguments(p, "OUT/NAME-sSEED")
     p.set_defaults(func=cmd_suite)
 
     p = sub.add_parser(
@@ -144,6 +165,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.schema:
         print(json.dumps(Experiment.model_json_schema(), indent=2))
         return 0
+    if args.seeds is not None or args.executor != "sequential" or args.address is not None:
+        from envengineer.sweep.commands import run_sweep_command
+
+        return run_sweep_command(args, override_name)
     overrides = dict(parse_override(s) for s in args.set)
     if args.seed is not None:
         if args.seed < 0:
@@ -268,12 +293,17 @@ def cmd_suite(args: argparse.Namespace) -> int:
             else ""
         )
     )
-    if args.dry_run:
+    sweeping = args.seeds is not None or args.executor != "sequential" or args.address is not None
+    if args.dry_run and not sweeping:
         return 0
     for r in runs:
         preflight(r.experiment)
         if not args.redo:
             prepare_run_dir(r, args.out / r.name)  # a stale run is refused before any run starts
+    if sweeping:
+        from envengineer.sweep.commands import suite_sweep_command
+
+        return suite_sweep_command(args, runs)
     args.out.mkdir(parents=True, exist_ok=True)
     write_suite_record(runs, args.out)
     for r in runs:
