@@ -32,6 +32,15 @@ def _sweep_arguments(p: argparse.ArgumentParser, where: str) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """The loop's commands: run, report, compare, suite, demo."""
+    _register_run(sub)
+    _register_report(sub)
+    _register_compare(sub)
+    _register_suite(sub)
+    _register_demo(sub)
+
+
+def _register_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="run an experiment: rounds of data -> GRPO -> validation -> engineer, then the benchmark",
@@ -74,6 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schema", action="store_true", help="print the experiment file's JSON schema and exit")
     p.set_defaults(func=cmd_run)
 
+
+def _register_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
         help="write report.md and PNG figures for a run directory",
@@ -85,6 +96,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="folder for report.md and figures/ (default: the run directory)")
     p.set_defaults(func=cmd_report)
 
+
+def _register_compare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compare",
         help="several runs side by side: tables, arms of seeds with mean and spread, figures",
@@ -111,6 +124,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_compare)
 
+
+def _register_suite(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "suite",
         help="run every experiment file of a folder, each distinct run once (plan and cost with --dry-run)",
@@ -138,6 +153,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _sweep_arguments(p, "OUT/NAME-sSEED")
     p.set_defaults(func=cmd_suite)
 
+
+def _register_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="the whole loop on a CPU with a small policy that learns (about 15 min), then the report",
