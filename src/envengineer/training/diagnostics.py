@@ -34,7 +34,6 @@ class SampledStats:
     Args:
         reward: A :class:`envengineer.mapf.rewards.RewardFunction` (it must offer ``judge``).
         group_size: Completions per prompt (``num_generations``); consecutive completions form a group.
-        timing: Optional callable wrapper that adds the reward's wall time to the round's timing.
     """
 
     def __init__(self, reward: Any, group_size: int) -> None:
