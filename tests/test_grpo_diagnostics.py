@@ -144,3 +144,17 @@ def test_round_metrics_hold_sampled_stats_and_the_probe_with_kl(policy: Path, tm
     assert probe_logged, "the probe reaches TRL's log history (and so every report_to tracker)"
     assert any(k.startswith("sampled/size_3/") for e in metrics["log_history"] for k in e)
     assert any("entropy" in e for e in metrics["log_history"])
+
+
+def test_the_probe_set_is_shaped_like_the_round_and_skipped_in_multi_process_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from envengineer.training.grpo import _probe_set
+    from envengineer.training.presets import load_preset
+
+    preset = load_preset("grpo-small", "grpo")
+    boards = _probe_set(preset, _boards(8, sizes=(3, 5)), None)
+    assert {(b.num_agents, b.size) for b in boards} == {(2, 3), (2, 4), (2, 5)}  # sizes 3..5 of the round
+    assert len(boards) == 3 * 3 * preset.probe.per_cell  # three sizes, three wait subsets
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert _probe_set(preset, _boards(8), None) == []

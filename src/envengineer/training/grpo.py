@@ -255,6 +255,12 @@ def _probe_set(
     (its agent counts and sizes, ``probe.per_cell`` boards per size and wait subset; seeds of their own)."""
     if preset.probe.every == 0:
         return []
+    if world_size() > 1:  # a callback's generate on sharded weights would run once per process
+        log.info(
+            "the in-round probe runs in single-process rounds only; skipped in this %d-process round",
+            world_size(),
+        )
+        return []
     if given is not None:
         return list(given)
     from envengineer.mapf.benchmark import build_validation_set
