@@ -15,9 +15,8 @@ from envengineer.cli import main
 from envengineer.errors import ConfigError
 from envengineer.loop.compare import compare_runs
 from envengineer.loop.experiment import Experiment
-from envengineer.loop.rundir import file_digest
 from envengineer.loop.runner import run_experiment
-from small_sets import write_small_sets
+from small_sets import rehash_ledger, write_small_sets
 
 pytest.importorskip("matplotlib")
 
@@ -52,15 +51,6 @@ def _record(out: Path) -> dict[str, Any]:
     return json.loads((out / "compare.json").read_text())
 
 
-def _rehash(run: Path) -> None:
-    lines = []
-    for line in (run / "ledger.jsonl").read_text().splitlines():
-        d = json.loads(line)
-        d["hashes"] = {k: file_digest(run / k) for k in d.get("hashes", {})}
-        lines.append(json.dumps(d) + "\n")
-    (run / "ledger.jsonl").write_text("".join(lines))
-
-
 def _arm_run(src: Path, root: Path, name: str, seed: int, value: float) -> Path:
     """A copy of a run with other seeds whose benchmark Sums are all ``value`` (valid; optimal half)."""
     run = root / f"{name}-s{seed}"
@@ -76,7 +66,7 @@ def _arm_run(src: Path, root: Path, name: str, seed: int, value: float) -> Path:
             cell["valid"], cell["optimal"] = value, value / 2
         t["sum"] = {"valid": value, "optimal": value / 2}
     path.write_text(json.dumps(scores))
-    _rehash(run)
+    rehash_ledger(run)
     return run
 
 
@@ -125,7 +115,7 @@ def test_malformed_scores_are_a_damage_note_even_with_a_matching_hash(
     a: Path, tmp_path: Path, content: str
 ) -> None:
     (a / "benchmark" / "scores.json").write_text(content)
-    _rehash(a)  # the ledger agrees: the shape is what is wrong
+    rehash_ledger(a)  # the ledger agrees: the shape is what is wrong
     out = tmp_path / "out"
     assert main(["compare", str(a), "--out", str(out)]) == 0
     assert "benchmark/scores.json" in _record(out)["damaged"][0]

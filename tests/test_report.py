@@ -12,7 +12,7 @@ from envengineer.loop.components import Components
 from envengineer.loop.experiment import Experiment
 from envengineer.loop.rundir import RunDir
 from envengineer.loop.runner import run_experiment
-from small_sets import write_small_sets
+from small_sets import rehash_ledger, write_small_sets
 
 pytest.importorskip("matplotlib")
 
@@ -186,23 +186,9 @@ def _seeded_copies(
                     cell["valid"] = cell["optimal"] = shift
                 t["sum"] = {"valid": shift, "optimal": shift / 2}
             path.write_text(json.dumps(scores))
-        _rehash(run)
+        rehash_ledger(run)
         out.append(run)
     return out
-
-
-def _rehash(run: Path) -> None:
-    """Record the edited files' hashes in the ledger, as if the run had written them."""
-    import json
-
-    from envengineer.loop.rundir import file_digest
-
-    lines = []
-    for line in (run / "ledger.jsonl").read_text().splitlines():
-        d = json.loads(line)
-        d["hashes"] = {k: file_digest(run / k) for k in d.get("hashes", {})}
-        lines.append(json.dumps(d) + "\n")
-    (run / "ledger.jsonl").write_text("".join(lines))
 
 
 def test_compare_groups_seeds_into_arms_with_mean_and_spread(
