@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from envengineer.loop.intervals import bootstrap_mean
 from envengineer.mapf.benchmark import build_validation_set
 from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.generator import generate_round
@@ -151,17 +152,6 @@ def score(instances: list[Instance], texts: list[str]) -> dict[str, Any]:
         "optimal_pct": round(100 * float(optimal.mean()), 2),
         "valid_by_size": per_size,
     }
-
-
-def bootstrap_mean(values: np.ndarray, *, n: int = 10000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean and 95 % percentile-bootstrap interval of ``values`` (resampled with replacement)."""
-    rng = np.random.default_rng(seed)
-    values = np.asarray(values, dtype=float)
-    if len(values) < 2:
-        m = float(values.mean())
-        return m, m, m
-    means = rng.choice(values, size=(n, len(values)), replace=True).mean(axis=1)
-    return float(values.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def cmd_warm(args: argparse.Namespace) -> int:
@@ -314,15 +304,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print("|---|---|---|---|---|---|---|")
     for variant in variants:
         rows = [r for r in runs if r["variant"] == variant]
-        gv = bootstrap_mean(np.array([r["gain_valid"] for r in rows]))
-        go = bootstrap_mean(np.array([r["gain_optimal"] for r in rows]))
+        gv = _ci(bootstrap_mean([r["gain_valid"] for r in rows]))
+        go = _ci(bootstrap_mean([r["gain_optimal"] for r in rows]))
         print(
             f"| {variant} | {len(rows)} | {np.mean([r['valid_pct'] for r in rows]):.1f} "
             f"| {np.mean([r['optimal_pct'] for r in rows]):.1f} "
-            f"| {gv[0]:+.1f} [{gv[1]:+.1f}, {gv[2]:+.1f}] | {go[0]:+.1f} [{go[1]:+.1f}, {go[2]:+.1f}] "
+            f"| {gv} | {go} "
             f"| {np.mean([r['minutes'] for r in rows]):.1f} |"
         )
     return 0
+
+
+def _ci(b: dict[str, Any]) -> str:
+    """A bootstrap mean as ``+m [low, high]`` (no interval from a single seed)."""
+    if b["low"] is None:
+        return f"{b['mean']:+.1f} [one seed]"
+    return f"{b['mean']:+.1f} [{b['low']:+.1f}, {b['high']:+.1f}]"
 
 
 def _public(s: dict[str, Any]) -> dict[str, Any]:

@@ -246,6 +246,8 @@ def test_paired_gain_over_the_starting_model_is_exact_and_its_interval_brackets_
     same = paired_gain(before, before)
     assert (same["valid"]["low"], same["valid"]["high"]) == (0.0, 0.0)
     assert paired_gain(before, {"verdicts": [{"id": "other", "valid": True}]}) is None
+    one = paired_gain(before, {"verdicts": [{"id": "b1", "valid": True, "optimal": False}]})
+    assert one["n"] == 1 and one["valid"]["mean"] == 100.0 and one["valid"]["low"] is None
 
 
 def test_report_shows_the_rounds_training_diagnostics() -> None:

@@ -232,8 +232,12 @@ def _gain_md(run: RunRecord) -> list[str]:
     if gain is None:
         return []
     parts = [
-        f"{k} {gain[k]['mean']:+.2f} points (95 % bootstrap interval "
-        f"{gain[k]['low']:+.2f} to {gain[k]['high']:+.2f})"
+        f"{k} {gain[k]['mean']:+.2f} points"
+        + (
+            f" (95 % bootstrap interval {gain[k]['low']:+.2f} to {gain[k]['high']:+.2f})"
+            if gain[k]["low"] is not None
+            else " (one board: no interval)"
+        )
         for k in ("valid", "optimal")
     ]
     return [

@@ -254,13 +254,12 @@ def _reward_of(d: dict[str, Any]) -> float | None:
     return None
 
 
-def paired_gain(
-    before: dict[str, Any], after: dict[str, Any], *, resamples: int = 10_000
-) -> dict[str, Any] | None:
+def paired_gain(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | None:
     """The change in valid and optimal rates (points) from ``before`` to ``after`` on the boards both
-    scored (matched by id), with a seeded 95 % percentile-bootstrap interval over boards; None when they
+    scored (matched by id), each a seeded 95 % percentile-bootstrap interval over boards
+    (:func:`envengineer.loop.intervals.bootstrap_mean` of the per-board differences); None when they
     share no board."""
-    import numpy as np
+    from envengineer.loop.intervals import bootstrap_mean
 
     def flags(scores: dict[str, Any]) -> dict[str, tuple[float, float]]:
         rows = scores.get("verdicts") or []
@@ -274,11 +273,7 @@ def paired_gain(
     ids = sorted(set(a) & set(b))
     if not ids:
         return None
-    diff = 100.0 * (np.array([b[i] for i in ids]) - np.array([a[i] for i in ids]))
-    rng = np.random.default_rng(0)
-    means = diff[rng.integers(0, len(ids), size=(resamples, len(ids)))].mean(axis=1)
     out: dict[str, Any] = {"n": len(ids)}
     for k, name in enumerate(("valid", "optimal")):
-        low, high = np.percentile(means[:, k], [2.5, 97.5])
-        out[name] = {"mean": float(diff[:, k].mean()), "low": float(low), "high": float(high)}
+        out[name] = bootstrap_mean([100.0 * (b[i][k] - a[i][k]) for i in ids])
     return out
