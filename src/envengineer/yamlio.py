@@ -19,6 +19,7 @@ envengineer.yamlio.YAMLDataError: line 2, column 4: aliases (*name) are not acce
 from __future__ import annotations
 
 import reprlib
+import sys
 from typing import Any
 
 import yaml
@@ -48,8 +49,18 @@ def load_yaml(text: str) -> Any:
                     f"{_where(event.start_mark)}aliases (*name) are not accepted; write the values out"
                 )
         return yaml.load(text, Loader=_LOADER)  # the safe constructor: data only
+    except YAMLDataError:
+        raise
     except yaml.YAMLError as exc:
         raise YAMLDataError(yaml_error_line(exc)) from None
+    except ValueError as exc:  # the constructor's int() or date(): a number too long, a date like 2024-13-01
+        raise YAMLDataError(_unreadable_value(exc)) from None
+
+
+def _unreadable_value(exc: ValueError) -> str:
+    if "integer string conversion" in str(exc):  # Python's own message names a setting of the interpreter
+        return f"a number has more than {sys.get_int_max_str_digits()} digits; write a smaller one"
+    return f"a value cannot be read ({str(exc)[:120]})"
 
 
 def yaml_error_line(exc: yaml.YAMLError) -> str:

@@ -54,7 +54,8 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         "--redo-damaged",
         action="store_true",
         help="with --resume: run a finished stage again when a file it wrote was changed, truncated or "
-        "deleted (default: stop and name the file)",
+        "deleted, and run from their start the stages whose files no ledger line vouches for (a deleted "
+        "ledger); old files go to DIR/set_aside/N (default: stop and name the file)",
     )
     p.add_argument(
         "--set",
@@ -68,7 +69,8 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="one seed of an arm: sets seeds.data, seeds.training and seeds.evaluation (the round-0 "
-        "configuration's seeds.config stays) and names the run NAME-sSEED; compare groups such runs",
+        "configuration's seeds.config stays; --set of those seeds as well is refused) and names the run "
+        "NAME-sSEED; compare groups such runs",
     )
     p.add_argument(
         "--report-to",
@@ -113,6 +115,12 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="NAME=DIR,DIR,...",
         help="an explicit arm of runs (repeatable); default: runs whose experiments differ only in seeds",
+    )
+    p.add_argument(
+        "--mixed-arms",
+        action="store_true",
+        help="let an --arm pool runs of different experiments (default: refused, naming the fields that "
+        "differ; only seeds, name and description may)",
     )
     p.add_argument(
         "--against",
@@ -186,11 +194,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from envengineer.sweep.commands import run_sweep_command
 
         return run_sweep_command(args, override_name)
-    overrides = dict(parse_override(s) for s in args.set)
-    if args.seed is not None:
-        if args.seed < 0:
-            raise ConfigError(f"--seed must be >= 0, got {args.seed}")
-        overrides.update({f"seeds.{k}": args.seed for k in ("data", "training", "evaluation")})
+    from envengineer.loop.seeds import with_seed
+
+    overrides = with_seed(dict(parse_override(s) for s in args.set), args.seed)
     if args.report_to is not None:
         overrides["training.report_to"] = args.report_to
     if args.resume:
@@ -254,7 +260,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from envengineer.loop.compare import compare_runs, parse_arm
 
     arms = dict(parse_arm(a) for a in args.arm)
-    path = compare_runs(args.run_dirs, out=args.out, arms=arms or None, against=args.against)
+    path = compare_runs(
+        args.run_dirs, out=args.out, arms=arms or None, against=args.against, mixed=args.mixed_arms
+    )
     print(path.read_text(encoding="utf-8"))
     print(
         f"written: {path}, {path.with_name('compare.json')}, {path.with_name('compare.png')} and "

@@ -145,7 +145,8 @@ def check_output(path: str | Path, *, overwrite: bool = False) -> bool:
 
     The rule (the same as ``policy init``'s): a new name, or an empty folder, is written; an existing
     Parquet file or ``save_to_disk`` folder (``dataset_info.json`` and ``state.json`` beside plain files) is
-    replaced only with ``overwrite``; anything else (another file, another folder) is never replaced.
+    replaced only with ``overwrite``; anything else (another file, another folder) is never replaced. A
+    name ending in ``.parquet`` is one Parquet file: a folder of that name, even empty, is refused.
 
     Raises:
         InstanceFormatError: The path exists and may not be replaced.
@@ -154,6 +155,11 @@ def check_output(path: str | Path, *, overwrite: bool = False) -> bool:
     False
     """
     path = _path(path)
+    if path.suffix == ".parquet" and path.is_dir():  # the name says one file; a folder there is a mix-up
+        raise InstanceFormatError(
+            f"{path} is a folder, but a name ending in .parquet is written as one Parquet file; remove the "
+            "folder, or name the output without .parquet to write a dataset folder"
+        )
     if not path.exists() or (path.is_dir() and not any(path.iterdir())):
         return False
     if path.suffix == ".parquet" and path.is_file() and not path.is_symlink():
@@ -199,7 +205,7 @@ def write_dataset(dataset: Any, path: str | Path, *, overwrite: bool = False) ->
         raise ConfigError(f"write_dataset writes a datasets.Dataset, got {type(dataset).__name__}")
     path = _path(path)
     replace = check_output(path, overwrite=overwrite)
-    if path.suffix == ".parquet" and not path.is_dir():
+    if path.suffix == ".parquet":  # a folder of that name was refused above
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         try:

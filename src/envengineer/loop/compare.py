@@ -16,7 +16,9 @@
 How runs are grouped into arms: by default two runs are in one arm when their experiments are the same
 except for ``seeds``, ``name`` and ``description``; the arm is named after the runs' common name with a
 trailing seed suffix (``-s1``, ``_seed2``, ``-3``) removed. ``arms={"NAME": [DIR, ...]}`` (``--arm
-NAME=DIR,DIR``) names arms explicitly instead; runs not named in any arm are then arms of their own.
+NAME=DIR,DIR``) names arms explicitly instead; runs not named in any arm are then arms of their own. An
+explicit arm holds runs of one experiment too: runs that differ in anything but ``seeds``, ``name`` and
+``description`` are refused from one arm, naming the fields, unless ``mixed=True`` (``--mixed-arms``).
 """
 
 from __future__ import annotations
@@ -195,6 +197,41 @@ def group_arms(
     return arms
 
 
+def differing_fields(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The dotted fields in which two experiments differ, leaving out what an arm may vary (seeds, name).
+
+    >>> differing_fields({"rounds": 2, "seeds": {"data": 0}}, {"rounds": 1, "seeds": {"data": 1}})
+    ['rounds']
+    """
+
+    def flat(data: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(data, Mapping) and data:
+            return {k: v for key, value in data.items() for k, v in flat(value, f"{prefix}{key}.").items()}
+        return {prefix.rstrip("."): data}
+
+    fa, fb = (flat({k: v for k, v in e.items() if k not in ARM_FREE_FIELDS}) for e in (a, b))
+    missing = object()
+    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k, missing) != fb.get(k, missing))
+
+
+def mixed_arms(arms: Sequence[Arm]) -> list[str]:
+    """One line per arm whose runs are different experiments (not only other seeds), naming the fields."""
+    out = []
+    for arm in arms:
+        if not arm.runs:
+            continue
+        first = arm.runs[0]
+        other = next((r for r in arm.runs[1:] if arm_key(r.experiment) != arm_key(first.experiment)), None)
+        if other is not None:
+            fields = differing_fields(first.experiment, other.experiment)
+            shown = ", ".join(fields[:6]) + (" ..." if len(fields) > 6 else "")
+            out.append(
+                f"arm {arm.name!r}: {first.root} and {other.root} are different experiments "
+                f"({shown} differ), not seeds of one"
+            )
+    return out
+
+
 def spread(values: Sequence[float]) -> dict[str, Any]:
     """Mean, sample standard deviation (n - 1; None for one value), min, max and n.
 
@@ -247,8 +284,11 @@ def arm_statistics(arm: Arm, which: str) -> dict[str, Any]:
     return out
 
 
-def arms_markdown(arms: Sequence[Arm]) -> str:
-    """Per split and metric: one row per (arm, agents), mean ± std [min–max] per size and for the Sum."""
+def arms_markdown(arms: Sequence[Arm], *, mixed: bool = False) -> str:
+    """Per split and metric: one row per (arm, agents), mean ± std [min–max] per size and for the Sum.
+
+    ``mixed``: an arm holds different experiments (``--mixed-arms``), which the heading says.
+    """
     parts: list[str] = []
     for which in ("benchmark", "validation"):
         stats = [(arm, arm_statistics(arm, which)) for arm in arms]
@@ -272,7 +312,9 @@ def arms_markdown(arms: Sequence[Arm]) -> str:
     if not parts:
         return ""
     lines = [
-        "## Arms (runs that differ only in their seeds)",
+        "## Arms (some mix different experiments: --mixed-arms, see the warnings)"
+        if mixed
+        else "## Arms (runs that differ only in their seeds)",
         "",
         "| arm | runs |",
         "|---|---|",
@@ -406,6 +448,7 @@ def compare_runs(
     out: str | Path,
     arms: Mapping[str, Sequence[str | Path]] | None = None,
     against: str | None = None,
+    mixed: bool = False,
 ) -> Path:
     """Write ``compare.md``, ``compare.json``, ``compare.png`` and ``allocation.png`` into ``out``; returns
     the Markdown path.
@@ -416,9 +459,12 @@ def compare_runs(
         out: The output folder.
         arms: Explicit arms, ``{name: [run dirs]}``; None groups runs by experiment without the seeds.
         against: The reference arm: every other arm's difference to it, with its bootstrap interval.
+        mixed: Accept explicit arms whose runs are different experiments (``--mixed-arms``); they are
+            pooled as asked and named in the warnings.
 
     Raises:
-        ConfigError: no run, a directory that holds no run, ``against`` names no arm.
+        ConfigError: no run, a directory that holds no run, ``against`` names no arm, an explicit arm
+            holds different experiments and ``mixed`` is off.
     """
     dirs = [Path(d) for d in run_dirs]
     for members in (arms or {}).values():
@@ -431,7 +477,13 @@ def compare_runs(
     grouped = group_arms(runs, arms)
     if against is not None and against not in {a.name for a in grouped}:
         raise ConfigError(f"--against {against!r} is not an arm; the arms are {[a.name for a in grouped]}")
-    notes += shared_seeds(grouped)
+    mixtures = mixed_arms(grouped)
+    if mixtures and not mixed:
+        raise ConfigError(
+            f"{mixtures[0]}; an arm holds runs of one experiment: give each experiment its own --arm, or "
+            "pass --mixed-arms to pool them anyway"
+        )
+    notes += mixtures + shared_seeds(grouped)
     damaged = [f"{r.root}: {d}" for r in runs for d in r.damaged]
     for note in notes + damaged:
         log.warning("%s", note)
@@ -448,7 +500,7 @@ def compare_runs(
     if subsets:
         text += "\n## Per wait subset\n\n" + subsets + "\n"
     if any(len(a.runs) > 1 for a in grouped) or arms:
-        text += "\n" + arms_markdown(grouped) + "\n"
+        text += "\n" + arms_markdown(grouped, mixed=bool(mixtures)) + "\n"
     text += "\n" + intervals_markdown(intervals) + "\n"
     text += f"\n![comparison]({fig.name})\n"
     if alloc is not None:

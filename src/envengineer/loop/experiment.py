@@ -216,13 +216,24 @@ class EvaluationSettings(_Model):
     )
 
 
-class Seeds(_Model):
-    """Every seed of the run; per-round seeds derive from these through SeedSequence tuples."""
+#: Seeds lie in ``[0, 2**32)``, the range every seeded library takes (numpy, torch, vLLM).
+SEED_LIMIT = 2**32
 
-    config: int = Field(default=0, ge=0, description="Seed of the round-0 random default configuration.")
-    data: int = Field(default=0, ge=0, description="Base seed of each round's training data.")
-    training: int = Field(default=0, ge=0, description="Base seed of each round's GRPO training.")
-    evaluation: int = Field(default=0, ge=0, description="Sampling seed of evaluation and LLM engineers.")
+
+class Seeds(_Model):
+    """Every seed of the run, each in ``[0, 2**32)``; per-round seeds derive from these through
+    SeedSequence tuples."""
+
+    config: int = Field(
+        default=0, ge=0, lt=SEED_LIMIT, description="Seed of the round-0 random default configuration."
+    )
+    data: int = Field(default=0, ge=0, lt=SEED_LIMIT, description="Base seed of each round's training data.")
+    training: int = Field(
+        default=0, ge=0, lt=SEED_LIMIT, description="Base seed of each round's GRPO training."
+    )
+    evaluation: int = Field(
+        default=0, ge=0, lt=SEED_LIMIT, description="Sampling seed of evaluation and LLM engineers."
+    )
 
 
 class TrainingSettings(_Model):

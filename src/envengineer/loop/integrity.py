@@ -17,12 +17,20 @@ them before it trusts anything:
 A stage to be redone gets a ``redo`` line in the ledger (the old line stays, for the record), which
 :meth:`envengineer.loop.rundir.RunDir.done` reads as "not finished"; its new ``done`` line follows when
 it has run again. The later stages a changed stage invalidates get their ``redo`` lines at once, so a
-run killed in the middle of redoing still knows, on the next resume, what it must not reuse.
+run killed in the middle of redoing still knows, on the next resume, what it must not reuse. A stage's
+old outputs are moved to ``set_aside/N/`` before it is redone, except the files its ledger line still
+vouches for when only its own files were damaged (answers whose scores were edited are rescored); a
+stage redone because what it was built on changed starts from nothing.
+
+Only the ledger vouches: outputs of a stage it does not record as finished (a deleted or emptied ledger,
+lines cut from its end) are refused, except those of the first unfinished stage, which a kill leaves
+(:meth:`Verifier.check_unvouched`); ``redo_damaged`` sets them aside and runs those stages again.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from envengineer.loop.rundir import DamagedRunError, LedgerEntry, RunDir, file_digest
@@ -124,7 +132,9 @@ class Verifier:
                 f"{self.rd.abs(name)} {state}{more} since {_label(entry)} finished; restore it, or resume "
                 "with --redo-damaged to run that stage again"
             )
-        self._redo(entry, f"{name} {state}{more}")
+        # its other files are as recorded: an evaluation whose scores were edited rescores its answers
+        intact = [k for k in entry.hashes if k not in {d for d, _ in damaged}]
+        self._redo(entry, f"{name} {state}{more}", keep=intact)
         return False
 
     def redone(self, old: LedgerEntry, new: LedgerEntry) -> None:
@@ -144,10 +154,66 @@ class Verifier:
         for e in sorted(later, key=_order):
             self._redo(e, f"built on {_label(new)}, which was redone with other results")
 
-    def _redo(self, entry: LedgerEntry, why: str) -> None:
+    def check_unvouched(self, planned: Sequence[tuple[int | None, str]]) -> None:
+        """Outputs of stages the ledger does not record as finished: refused, or set aside (redo_damaged).
+
+        A kill leaves the partial outputs of one stage, the first unfinished one, which a plain resume
+        continues (an evaluation resumes its answers). Outputs of any later unfinished stage come from
+        where the ledger cannot say (a deleted or emptied ledger, lines cut from its end, another run):
+        reusing them would mix runs, and rerunning over them silently would hide the damage. With
+        ``redo_damaged`` every unfinished stage's outputs are set aside, the first one's too (its ledger
+        line may be one that was cut), and the stages run from their start.
+
+        Raises:
+            DamagedRunError: such outputs are there and ``redo_damaged`` is off.
+        """
+        done = self.rd.done()
+        unfinished = [key for key in planned if key not in done]
+        suspect = unfinished if self.redo_damaged else unfinished[1:]
+        found = {key: self.rd.stage_outputs(*key) for key in suspect}
+        found = {key: paths for key, paths in found.items() if paths}
+        if not found:
+            return
+        paths = [p for ps in found.values() for p in ps]
+        names = ", ".join(self.rd.rel(p) for p in paths[:3]) + (" ..." if len(paths) > 3 else "")
+        if not self.redo_damaged:
+            ledger = (
+                "a ledger that does not record them as finished"
+                if done
+                else f"no ledger ({self.rd.ledger_path.name} is missing or empty)"
+            )
+            stages = f"{len(found)} stage" + ("s" if len(found) > 1 else "")
+            raise DamagedRunError(
+                f"{self.rd.root} holds outputs of {stages} ({names}) but {ledger}, so nothing vouches for "
+                "them; resume with --redo-damaged to set them aside and run those stages again, or start a "
+                "new run in another directory"
+            )
+        aside = self.rd.set_aside(paths)
+        log.warning(
+            "%d stages hold outputs no ledger line vouches for (%s): moved to %s; they run again",
+            len(found), names, aside,
+        )  # fmt: skip
+
+    def _redo(self, entry: LedgerEntry, why: str, *, keep: Sequence[str] = ()) -> None:
+        """Record that ``entry``'s stage runs again, its outputs set aside but for ``keep`` (files, relative
+        to the run, that the ledger still vouches for and that were made from the same inputs)."""
         log.warning("%s runs again: %s", _label(entry), why)
+        # no stage resumes what no ledger line vouches for (an evaluation's edited answers, answers of an
+        # old checkpoint); set aside before the redo line: a kill in between leaves files missing, which
+        # resume refuses
+        aside = self.rd.set_aside(self._outputs_but(entry, keep))
+        if aside is not None:
+            log.info("%s: its old outputs moved to %s", _label(entry), aside)
         self.rd.record(entry.round, entry.stage, seconds=0.0, info={"reason": why}, status="redo")
         self._digests.clear()
+
+    def _outputs_but(self, entry: LedgerEntry, keep: Sequence[str]) -> list[Path]:
+        outputs = self.rd.stage_outputs(entry.round, entry.stage)
+        if not keep:
+            return outputs
+        kept = {self.rd.abs(k) for k in keep}
+        files = [f for p in outputs for f in ([p] if p.is_file() else sorted(p.rglob("*"))) if not f.is_dir()]
+        return [f for f in files if f not in kept]
 
     def _digest(self, path: Path) -> str | None:
         if path not in self._digests:

@@ -19,9 +19,27 @@ from envengineer.loop.report_data import (
     train_rewards,
 )
 
+#: What to install for the figures of ``report``, ``compare`` and ``run``'s report.
+FIGURES_EXTRA_HINT = "pip install 'envengineer[train]'"
+
 
 def _plt() -> Any:
-    import matplotlib
+    """matplotlib's pyplot on the Agg backend.
+
+    Raises:
+        MissingDependency: matplotlib is not installed (the testbed-only install); names the extra.
+    """
+    try:
+        import matplotlib
+    except ModuleNotFoundError as exc:
+        if exc.name != "matplotlib":
+            raise
+        from envengineer.integrations import MissingDependency
+
+        raise MissingDependency(
+            f"the figures of report and compare need matplotlib; install it with {FIGURES_EXTRA_HINT}",
+            name="matplotlib",
+        ) from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

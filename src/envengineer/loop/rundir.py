@@ -60,6 +60,13 @@ FIXED_INPUTS: tuple[str, ...] = (EXPERIMENT, VALIDATION_SET)
 ROUNDLESS_STAGES: tuple[str, ...] = ("warm_start", "start_validation", *FINAL_STAGES)
 LEDGER_STATUSES: tuple[str, ...] = ("done", "skipped", "redo")
 _LINE_KEYS = ("round", "stage", "status", "time", "seconds", "paths", "info", "hashes")
+#: Where each stage writes (:meth:`RunDir.stage_outputs`): the stages outside the rounds one folder each,
+#: a round's ``config`` its files in the round folder, the other round stages one sub-folder each.
+_ROUNDLESS_FOLDERS = {"warm_start": "warm_start", "start_validation": "start", "benchmark": "benchmark"}
+_CONFIG_FILES = ("config.applied.yaml", "projection.json", "proposal.raw.json", "engineer")
+_ROUND_FOLDERS = {"data": "dataset", "train": "train", "validation": "validation"}
+#: Where outputs no ledger line vouches for are moved before their stages run again.
+SET_ASIDE = "set_aside"
 
 
 class DamagedRunError(ConfigError):
@@ -297,6 +304,40 @@ class RunDir:
         for p in sorted(self.root.glob("round_[0-9][0-9]")):
             out.append(int(p.name.split("_")[1]))
         return out
+
+    # what each stage writes -------------------------------------------------------------------------------
+    def stage_outputs(self, r: int | None, stage: str) -> list[Path]:
+        """The files and folders ``stage`` of round ``r`` wrote that are there (an empty folder is not).
+
+        >>> import tempfile
+        >>> rd = RunDir(tempfile.mkdtemp()); _ = atomic_write_text(rd.round_dir(0) / "train" / "x", "")
+        >>> [rd.rel(p) for p in rd.stage_outputs(0, "train")], rd.stage_outputs(0, "data")
+        (['round_00/train'], [])
+        """
+        if r is None:
+            places = [self.root / _ROUNDLESS_FOLDERS[stage]]
+        elif stage == "config":
+            places = [self.round_dir(r) / name for name in _CONFIG_FILES]
+        else:
+            places = [self.round_dir(r) / _ROUND_FOLDERS[stage]]
+        return [p for p in places if p.is_file() or (p.is_dir() and any(p.iterdir()))]
+
+    def set_aside(self, paths: Iterable[Path]) -> Path | None:
+        """Move ``paths`` (inside the run) to ``set_aside/N/`` under their relative names, N the first free
+        number; returns that folder, or None when there was nothing to move. Nothing is deleted: what a
+        stage wrote before it is redone stays readable, and no stage can resume from it."""
+        paths = [p for p in paths if p.exists()]
+        if not paths:
+            return None
+        n = 1
+        while (self.root / SET_ASIDE / str(n)).exists():
+            n += 1
+        folder = self.root / SET_ASIDE / str(n)
+        for p in paths:
+            target = folder / self.rel(p)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(p, target)
+        return folder
 
     # ledger ---------------------------------------------------------------------------------------------
     def read_ledger(self) -> tuple[list[LedgerEntry], list[tuple[int, str]]]:

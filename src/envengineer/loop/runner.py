@@ -88,6 +88,12 @@ class LoopRunner:
                 f"{rd.root} already holds a run; continue it with `envengineer run --resume {rd.root}` "
                 "or choose another --out"
             )
+        leftovers = [p for key in planned_stages(experiment) for p in rd.stage_outputs(*key)]
+        if leftovers:  # a new run would resume answers it did not give
+            raise ConfigError(
+                f"{rd.root} holds outputs of an earlier run ({rd.rel(leftovers[0])}) but no "
+                f"{rd.experiment_path.name}; choose another --out, or remove them"
+            )
         comps = kw.get("components")
         preflight(experiment, own_engineer=comps is not None and comps.engineer_factory is not None)
         rd.root.mkdir(parents=True, exist_ok=True)
@@ -132,10 +138,12 @@ class LoopRunner:
     def run(self) -> dict[str, Any]:
         """Run every stage not yet in the ledger; returns the final benchmark summary."""
         exp = self.exp
+        planned = planned_stages(exp)
+        self.verifier.check_unvouched(planned)  # outputs the ledger does not vouch for: refused or set aside
         done = self.rd.done()
         warm = exp.warm_start.enabled and not exp.scripted
         start = exp.validation.start
-        total = exp.rounds * len(ROUND_STAGES) + len(FINAL_STAGES) + int(warm) + int(start)
+        total = len(planned)
         already = len(done)
         if already:
             log.info("resuming %s: %d of %d stages already finished", self.rd.root, already, total)
@@ -279,6 +287,17 @@ def run_experiment(
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
+def planned_stages(exp: Experiment) -> list[tuple[int | None, str]]:
+    """Every stage of the experiment as ``(round, stage)``, in the order :meth:`LoopRunner.run` runs them."""
+    first: list[tuple[int | None, str]] = []
+    if exp.warm_start.enabled and not exp.scripted:
+        first.append((None, "warm_start"))
+    if exp.validation.start:
+        first.append((None, "start_validation"))
+    rounds = [(r, stage) for r in range(exp.rounds) for stage in ROUND_STAGES]
+    return [*first, *rounds, *((None, stage) for stage in FINAL_STAGES)]
+
+
 def _progress_bar(total: int, initial: int, enabled: bool, name: str) -> Any:
     if not enabled:
         return None

@@ -18,6 +18,7 @@ def run_sweep_command(args: argparse.Namespace, override_name: Callable[[str, di
     """``run FILE --seeds ...`` or ``--executor ray``; ``override_name`` names a run after its ``--set``."""
     from envengineer import sweep
     from envengineer.loop.experiment import load_experiment, parse_override
+    from envengineer.loop.seeds import with_seed
     from envengineer.sweep.tasks import make_task, seeded_name
 
     if args.resume or args.redo_damaged or (args.seed is not None and args.seeds is not None):
@@ -32,6 +33,8 @@ def run_sweep_command(args: argparse.Namespace, override_name: Callable[[str, di
     sweep.check_executor(args.executor, args.address)
     sets = [*args.set, *([f"training.report_to={args.report_to}"] if args.report_to is not None else [])]
     overrides = dict(parse_override(s) for s in sets)
+    if args.seeds is None:
+        with_seed(overrides, args.seed)  # --seed and --set of one seed: refused here, naming --seed
     exp = load_experiment(args.experiment, overrides)
     name = override_name(exp.name, overrides) if overrides and "name" not in overrides else exp.name
     report = not args.no_report

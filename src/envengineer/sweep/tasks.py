@@ -19,6 +19,7 @@ from typing import Any
 from envengineer.errors import ConfigError
 from envengineer.loop.experiment import Experiment, load_experiment, parse_override
 from envengineer.loop.rundir import RunDir
+from envengineer.loop.seeds import with_seed
 
 #: More seeds than this in one sweep is a typo (``0-10000``), not an experiment.
 MAX_SEEDS = 1000
@@ -42,9 +43,7 @@ class SweepTask:
 
     def overrides(self) -> dict[str, Any]:
         """The overrides ``envengineer run FILE --set ... --seed N`` applies, with the name fixed."""
-        out = dict(parse_override(s) for s in self.sets)
-        if self.seed is not None:
-            out.update({f"seeds.{k}": self.seed for k in ("data", "training", "evaluation")})
+        out = with_seed(dict(parse_override(s) for s in self.sets), self.seed, option="--seeds")
         out["name"] = self.name
         return out
 

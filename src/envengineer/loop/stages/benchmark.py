@@ -25,7 +25,8 @@ def run(loop: Loop, model: str | None, keep: dict[str, Any]) -> tuple[dict[str, 
     scores = write_scores(d / "scores.json", report)
     atomic_write_text(d / "table.md", benchmark_table_md(scores, title=loop.exp.name, model=model) + "\n")
     keep["scores"] = scores
-    return {"scores": d / "scores.json", "table": d / "table.md"}, {
+    files = {"scores": d / "scores.json", "table": d / "table.md", "responses": d / "responses.jsonl"}
+    return files, {
         "model": model,
         **scores["summary"],
     }
