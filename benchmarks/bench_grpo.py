@@ -5,7 +5,9 @@ Two commands:
 ``warm``   trains one warm-start (``policy init`` + ``sft-small``) on 2- and 3-agent boards and scores it.
 ``sweep``  runs GRPO variants x seeds from that warm-start and scores each result greedily on a fixed
            held-out validation set; prints per variant the mean gain over the warm-start in valid and
-           optimal points with a 95 % bootstrap interval over seeds, plus the sampled diagnostics.
+           optimal points with a 95 % bootstrap interval over seeds, plus the sampled diagnostics. The
+           runs go in lanes: one process per core at a time, each on its share of the cores as torch
+           and BLAS threads (``--lanes 1``: one after another in this process).
 
 The held-out set is benchmark-shaped (``build_validation_set``: wait subsets 25/50/75 %, hole ratio
 uniform in [0, 0.5], seeds disjoint from the benchmark): two agents, sizes 3-8, ``--per-cell`` boards per
@@ -24,9 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import os
 import sys
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,7 @@ from envengineer.mapf.generator import generate_round
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.prompt import build_messages
 from envengineer.mapf.validator import validate
+from envengineer.sweep.executors import THREAD_VARIABLES, usable_cpus
 
 #: GRPO variants: overrides of the shipped grpo-small preset (top-level keys and the ``grpo:`` section).
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -162,6 +168,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     s.add_argument("--wait-ratio", type=float, default=0.5)
     s.add_argument("--out", type=Path, default=Path("runs/bench-grpo"))
     s.add_argument("--json", type=Path, default=None)
+    s.add_argument(
+        "--lanes",
+        type=int,
+        default=0,
+        help="runs at once, each in its own process (0: one per core; 1: one after another in this process)",
+    )
     for q in (w, s):
         q.add_argument("--per-cell", type=int, default=16, help="held-out boards per size and subset")
         q.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -340,20 +352,51 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         flush=True,
     )
     runs: list[dict[str, Any]] = []
-    for variant in variants:
-        for seed in seeds:
-            row = run_one(args, variant, seed, validation, warm)
-            runs.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k not in ("probe", "sampled")}), flush=True)
-            if args.json:
-                record = {
-                    "args": {k: str(v) for k, v in vars(args).items()},
-                    "warm": _public(warm),
-                    "runs": runs,
-                }
-                args.json.write_text(json.dumps(record, indent=2) + "\n")
+    jobs = [(variant, seed) for variant in variants for seed in seeds]
+    for row in finished_runs(args, jobs, validation, warm):
+        runs.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k not in ("probe", "sampled")}), flush=True)
+        if args.json:
+            record = {
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "warm": _public(warm),
+                "runs": runs,
+            }
+            args.json.write_text(json.dumps(record, indent=2) + "\n")
     print_table(runs, variants)
     return 0
+
+
+def finished_runs(
+    args: argparse.Namespace, jobs: list[tuple[str, int]], validation: list, warm: dict
+) -> Iterator[dict[str, Any]]:
+    """The rows of the (variant, seed) runs as they finish, in lanes of processes or in this process.
+
+    Two torch processes that each take every core lose most of their time to each other; one thread per
+    core each runs them side by side at nearly full speed.
+    """
+    lanes = min(args.lanes or usable_cpus(), len(jobs))
+    if lanes <= 1:
+        for variant, seed in jobs:
+            yield run_one(args, variant, seed, validation, warm)
+        return
+    threads = args.threads or max(1, usable_cpus() // lanes)
+    # the lanes' processes start with this environment (numpy loads OpenBLAS before any initializer runs);
+    # this process has set up its own thread pools already
+    os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
+    spawn = multiprocessing.get_context("spawn")  # fresh interpreters: no torch state forked mid-use
+    print(f"# {len(jobs)} runs in {lanes} lanes of {threads} thread(s)", flush=True)
+    with ProcessPoolExecutor(lanes, mp_context=spawn, initializer=_start_lane, initargs=(threads,)) as pool:
+        futures = [pool.submit(run_one, args, variant, seed, validation, warm) for variant, seed in jobs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _start_lane(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    logging.basicConfig(level=logging.WARNING)
 
 
 def print_table(runs: list[dict[str, Any]], variants: list[str]) -> None:

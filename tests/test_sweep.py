@@ -1,4 +1,5 @@
-"""Sweeps without Ray: seeds, tasks and their resources, duplicates, the run lock, the sequential executor.
+"""Sweeps without Ray: seeds, tasks and their resources, duplicates, the run lock, the sequential executor
+and its lanes.
 
 The Ray executor's tests are in test_sweep_ray.py (skipped where Ray is not installed).
 """
@@ -16,13 +17,33 @@ import pytest
 from envengineer.cli import main
 from envengineer.errors import ConfigError
 from envengineer.loop.rundir import RunDir
-from envengineer.sweep import SequentialExecutor, file_tasks, parse_seeds, run_sweep, suite_tasks
-from envengineer.sweep.executors import SweepTaskFailed, import_ray, run_command, run_lock
+from envengineer.sweep import (
+    LanesExecutor,
+    SequentialExecutor,
+    file_tasks,
+    make_executor,
+    parse_seeds,
+    run_sweep,
+    suite_tasks,
+)
+from envengineer.sweep.executors import (
+    THREAD_VARIABLES,
+    SweepTaskFailed,
+    TaskResult,
+    import_ray,
+    lane_count,
+    ray_threads,
+    run_command,
+    run_lock,
+)
 from envengineer.sweep.tasks import check_existing, check_unique, make_task, resources
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUMBING = ROOT / "experiments" / "cpu" / "plumbing.yaml"
 SMALL = ("rounds=2", "samples_per_round=8")
+#: Files of a run directory that hold wall-clock times, and the sweep's own bookkeeping.
+TIMED = {"eval_info.json", "decision.json", "ledger.jsonl"}
+SWEEP_FILES = {"sweep.log", "sweep.status.json", ".sweep.lock"}
 
 
 def test_parse_seeds_reads_ranges_and_lists_in_order() -> None:
@@ -210,6 +231,12 @@ def test_cli_suite_seeds_runs_and_links_aliases(tmp_path: Path, capsys: pytest.C
         (["--seeds", "0-1", "--seed", "2"], "drop --resume"),
         (["--seeds", "1-0"], "backwards"),
         (["--address", "ray://x:10001"], "goes with --executor ray"),
+        (["--seeds", "0-1", "--lanes", "0"], "1 or more"),
+        (["--seeds", "0-1", "--lanes", "-2"], "1 or more"),
+        (["--seeds", "0-1", "--lanes", "two"], "1 or more"),
+        (["--seeds", "0-1", "--lanes", "1.5"], "1 or more"),
+        (["--seeds", "0-1", "--lanes", "2", "--executor", "ray"], "goes with the sequential executor"),
+        (["--lanes", "2", "--resume", "runs/x"], "drop --resume"),
     ],
 )
 def test_cli_sweep_option_errors_are_one_line(
@@ -230,3 +257,84 @@ def test_without_ray_the_ray_executor_says_how_to_install(
     err = capsys.readouterr().err.strip()
     assert "pip install 'envengineer[ray]'" in err and len(err.splitlines()) == 1
     assert not any(tmp_path.iterdir())  # nothing ran
+
+
+# -- lanes --------------------------------------------------------------------------------------------------
+class Quiet:
+    """A monitor that prints nothing."""
+
+    def started(self, task: object) -> None: ...
+    def poll(self) -> None: ...
+    def finished(self, result: TaskResult) -> None: ...
+
+
+def test_a_lane_process_gets_its_threads_whatever_the_parent_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch")
+    for name in THREAD_VARIABLES:
+        monkeypatch.setenv(name, "3")  # the parent's setting must not leak into a lane
+    probe = """
+import json, os, sys, torch
+seen = {name: os.environ[name] for name in sys.argv[2:]}
+json.dump({**seen, "torch": torch.get_num_threads()}, open(sys.argv[1], "w"))
+"""
+    monkeypatch.setattr(  # the lane machinery as it is, with a probe for the run's command
+        "envengineer.sweep.executors.run_command",
+        lambda task: [sys.executable, "-c", probe, str(task.run_dir / "threads.json"), *THREAD_VARIABLES],
+    )
+    tasks = [make_task(PLUMBING, tmp_path / n, name=n, seed=s, sets=SMALL) for s, n in enumerate("ab")]
+    results = LanesExecutor(2, threads=1, poll_s=0.05).run(tasks, Quiet())
+    assert [r.ok for r in results] == [True, True], [r.error for r in results]
+    for t in tasks:
+        seen = json.loads((t.run_dir / "threads.json").read_text())
+        assert seen == {**dict.fromkeys(THREAD_VARIABLES, "1"), "torch": 1}
+        assert (t.run_dir / "sweep.log").exists()  # the lane's output went to the run's log
+
+
+def test_lanes_default_to_one_per_core_for_cpu_runs_and_refuse_gpu_runs(tmp_path: Path) -> None:
+    cpu = [make_task(PLUMBING, tmp_path / f"c{s}", name=f"c{s}", seed=s, sets=SMALL) for s in range(3)]
+    gpu = make_task(ROOT / "experiments" / "gpu" / "main-fixed.yaml", tmp_path / "g", name="g", seed=0)
+    assert lane_count(None, cpu, cpus=2) == 2
+    assert lane_count(None, cpu, cpus=8) == 3  # no more lanes than runs
+    assert lane_count(None, cpu[:1], cpus=2) == 1  # a lone run keeps every core
+    assert lane_count(1, cpu, cpus=2) == 1 and lane_count(5, cpu, cpus=2) == 3
+    assert lane_count(None, [*cpu, gpu], cpus=2) == 1  # lanes share no GPUs out
+    with pytest.raises(ConfigError, match="--executor ray"):
+        lane_count(2, [*cpu, gpu], cpus=2)
+    assert isinstance(make_executor("sequential", lanes="1", tasks=cpu), SequentialExecutor)
+    lanes = make_executor("sequential", lanes="2", tasks=cpu)
+    assert isinstance(lanes, LanesExecutor) and lanes.lanes == 2
+
+
+def test_a_ray_task_runs_with_one_thread_per_cpu_it_asks_for(tmp_path: Path) -> None:
+    gpu = ROOT / "experiments" / "gpu" / "main-fixed.yaml"
+    one = make_task(PLUMBING, tmp_path / "c", name="c", seed=0, sets=SMALL)
+    four = make_task(gpu, tmp_path / "g", name="g", seed=0, sets=("launch.processes=4",))
+    assert (ray_threads(one), ray_threads(four)) == (1, 4)
+
+
+def test_two_lanes_write_the_run_directories_a_sequential_sweep_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sequential = file_tasks(PLUMBING, [0, 1], tmp_path / "seq", name="p", sets=SMALL, report=False)
+    lanes = file_tasks(PLUMBING, [0, 1], tmp_path / "lanes", name="p", sets=SMALL, report=False)
+    run_sweep(sequential, SequentialExecutor())
+    results = run_sweep(lanes, LanesExecutor(2, threads=1, poll_s=0.05))
+    assert [r.ok for r in results] == [True, True]
+    assert "2 to run (2 lanes of 1 thread(s))" in capsys.readouterr().out
+    for a, b in zip(sequential, lanes, strict=True):
+        assert_same_run(a.run_dir, b.run_dir)
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    """Equal ledgers (stages and the content hashes they record), equal files apart from wall-clock times."""
+    ledgers = [[(e.round, e.stage, e.status, e.hashes) for e in RunDir(d).entries()] for d in (a, b)]
+    assert ledgers[0] == ledgers[1] and ledgers[0][-1][1] == "benchmark"
+    files = [
+        {p.relative_to(d) for p in d.rglob("*") if p.is_file() and p.name not in SWEEP_FILES} for d in (a, b)
+    ]
+    assert files[0] == files[1]
+    for rel in sorted(files[0]):
+        if rel.name not in TIMED:
+            assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel

@@ -45,7 +45,8 @@ def sweep_command(out: Path, *extra: str) -> list[str]:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """The two seeds run by the sequential executor, in a fresh process as a user runs them."""
     out = tmp_path_factory.mktemp("sequential")
-    done = subprocess.run(sweep_command(out), capture_output=True, text=True, timeout=DEADLINE_S)
+    cmd = sweep_command(out, "--lanes", "1")  # one run after another, in the sweep's own process
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE_S)
     assert done.returncode == 0 and "(sequential executor)" in done.stdout, done.stderr[-2000:]
     tasks = file_tasks(PLUMBING, [0, 1], out, name=NAME, sets=SETS, report=False)
     assert all(t.finished() for t in tasks)

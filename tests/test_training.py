@@ -267,6 +267,29 @@ def test_missing_training_extra_names_the_install_command(monkeypatch: pytest.Mo
         grpo_module.require_train_deps()
 
 
+def test_the_deprecated_checkpointing_property_trl_reads_stays_quiet() -> None:
+    """TRL reads transformers' deprecated ``is_gradient_checkpointing`` at every GRPO generation; the
+    training module silences exactly that FutureWarning (a fresh process: pytest resets filters per test)."""
+    import subprocess
+    import sys
+
+    code = """
+import warnings
+import envengineer.training.grpo
+from transformers import Qwen2Config, Qwen2ForCausalLM
+from trl.models.utils import disable_gradient_checkpointing
+config = Qwen2Config(vocab_size=8, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                     num_attention_heads=1, num_key_value_heads=1)
+with disable_gradient_checkpointing(Qwen2ForCausalLM(config)):  # TRL's call, as in every GRPO step
+    pass
+warnings.warn("another FutureWarning", FutureWarning)
+"""
+    done = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "another FutureWarning" in done.stderr  # other warnings still show
+    assert "is_gradient_checkpointing" not in done.stderr
+
+
 def test_cli_train_end_to_end(tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import yaml
 

@@ -23,8 +23,15 @@ def _sweep_arguments(p: argparse.ArgumentParser, where: str) -> None:
         "--executor",
         choices=("sequential", "ray"),
         default="sequential",
-        help="sequential: one run after another in this process (default); ray: every run one Ray task with "
-        "the CPUs and GPUs it asks for (pip install 'envengineer[ray]')",
+        help="sequential: the runs in lanes side by side on this machine's cores (default); ray: every run "
+        "one Ray task with the CPUs and GPUs it asks for (pip install 'envengineer[ray]')",
+    )
+    p.add_argument(
+        "--lanes",
+        metavar="N",
+        help="with the sequential executor: N runs at once, each in its own process with its share of the "
+        "cores as torch and BLAS threads (default: one lane per core for CPU runs; 1: one run after "
+        "another in this process with every core)",
     )
     p.add_argument(
         "--address", metavar="ADDR", help="with --executor ray: the Ray cluster to attach to (default: local)"
@@ -190,7 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.schema:
         print(json.dumps(Experiment.model_json_schema(), indent=2))
         return 0
-    if args.seeds is not None or args.executor != "sequential" or args.address is not None:
+    if _sweeping(args):
         from envengineer.sweep.commands import run_sweep_command
 
         return run_sweep_command(args, override_name)
@@ -318,7 +325,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
             else ""
         )
     )
-    sweeping = args.seeds is not None or args.executor != "sequential" or args.address is not None
+    sweeping = _sweeping(args)
     if args.dry_run and not sweeping:
         return 0
     for r in runs:
@@ -384,6 +391,12 @@ def _engineer_text(p: dict) -> str:
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
+def _sweeping(args: argparse.Namespace) -> bool:
+    """Whether ``run`` or ``suite`` goes through the sweep (:mod:`envengineer.sweep`)."""
+    sweep_options = (args.seeds, args.address, args.lanes)
+    return args.executor != "sequential" or any(o is not None for o in sweep_options)
+
+
 def _execute(
     exp: object, out: Path, *, resume: bool, report: bool, progress: bool, redo_damaged: bool = False
 ) -> int:

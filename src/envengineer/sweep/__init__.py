@@ -1,11 +1,12 @@
-"""Sweeps: runs x seeds on an executor (one after another here, or as Ray tasks on a machine or cluster).
+"""Sweeps: runs x seeds on an executor (here one after another or in lanes, or as Ray tasks on a cluster).
 
 ``envengineer run FILE --seeds 0-4`` and ``envengineer suite DIR --seeds 0-4`` build one
 :class:`~envengineer.sweep.tasks.SweepTask` per distinct run and seed (``tasks.py``), refuse two tasks that
 would write one run directory, skip the runs whose ledger already ends with the benchmark, and hand the
-rest to an executor (``executors.py``: sequential in this process, or Ray). Progress is read from the
-runs' ledgers (``progress.py``); at the end a summary table and ``compare`` over the finished runs.
-A sweep that is stopped or killed is resumed by the same command.
+rest to an executor (``executors.py``: in this process one after another, in lanes of subprocesses side
+by side on the cores, or Ray). Progress is read from the runs' ledgers (``progress.py``); at the end a
+summary table and ``compare`` over the finished runs. A sweep that is stopped or killed is resumed by
+the same command.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from typing import Any, TextIO
 from envengineer.errors import ConfigError
 from envengineer.sweep.executors import (
     Executor,
+    LanesExecutor,
     RayExecutor,
     SequentialExecutor,
     SweepTaskFailed,
     TaskResult,
+    lane_count,
+    parse_lanes,
 )
 from envengineer.sweep.progress import (
     Progress,
@@ -44,6 +48,7 @@ EXECUTORS = ("sequential", "ray")
 
 __all__ = [
     "EXECUTORS",
+    "LanesExecutor",
     "RayExecutor",
     "SequentialExecutor",
     "SweepTask",
@@ -53,6 +58,7 @@ __all__ = [
     "file_tasks",
     "link_suite",
     "make_executor",
+    "parse_lanes",
     "parse_seeds",
     "print_tasks",
     "run_sweep",
@@ -60,18 +66,33 @@ __all__ = [
 ]
 
 
-def check_executor(kind: str, address: str | None = None) -> None:
-    """The ``--executor`` and ``--address`` options make sense together (Ray itself is not needed yet)."""
+def check_executor(kind: str, address: str | None = None, lanes: str | None = None) -> None:
+    """``--executor``, ``--address`` and ``--lanes`` make sense together (Ray itself is not needed yet)."""
     if kind not in EXECUTORS:
         raise ConfigError(f"--executor {kind!r}: choose one of {', '.join(EXECUTORS)}")
     if address is not None and kind != "ray":
         raise ConfigError("--address names a Ray cluster; it goes with --executor ray")
+    parse_lanes(lanes)
+    if lanes is not None and kind == "ray":
+        raise ConfigError(
+            "--lanes goes with the sequential executor; Ray runs as many runs at once as its CPUs and "
+            "GPUs allow (drop --lanes)"
+        )
 
 
-def make_executor(kind: str, address: str | None = None) -> Executor:
-    """The executor named on the command line (``--executor``, ``--address``); Ray is imported here."""
-    check_executor(kind, address)
-    return RayExecutor(address) if kind == "ray" else SequentialExecutor()
+def make_executor(
+    kind: str, address: str | None = None, *, lanes: str | None = None, tasks: Sequence[SweepTask] = ()
+) -> Executor:
+    """The executor named on the command line (``--executor``, ``--address``, ``--lanes``).
+
+    The sequential executor runs the unfinished ``tasks`` in lanes side by side (one per core unless
+    ``--lanes`` says otherwise); a lone run, or ``--lanes 1``, runs in this process with every core.
+    """
+    check_executor(kind, address, lanes)
+    if kind == "ray":
+        return RayExecutor(address)  # Ray is imported here
+    n = lane_count(parse_lanes(lanes), [t for t in tasks if not t.finished()])
+    return LanesExecutor(n) if n > 1 else SequentialExecutor()
 
 
 def run_sweep(
@@ -93,9 +114,9 @@ def run_sweep(
         check_existing(t)
     todo = [t for t in tasks if not t.finished()]
     earlier = {t.name for t in tasks} - {t.name for t in todo}
-    kind = "ray" if isinstance(executor, RayExecutor) else "sequential"
+    label = getattr(executor, "label", type(executor).__name__)
     print(
-        f"sweep: {len(tasks)} run(s), {len(earlier)} finished earlier, {len(todo)} to run ({kind} executor)",
+        f"sweep: {len(tasks)} run(s), {len(earlier)} finished earlier, {len(todo)} to run ({label})",
         file=out,
         flush=True,
     )

@@ -1,4 +1,5 @@
-"""The sweep forms of ``envengineer run`` and ``suite``: ``--seeds``, ``--executor``, ``--address``.
+"""The sweep forms of ``envengineer run`` and ``suite``: ``--seeds``, ``--executor``, ``--address``,
+``--lanes``.
 
 ``cli/loop.py`` parses the options and calls these; they build the tasks, print them with ``--dry-run``,
 or run the sweep (:func:`envengineer.sweep.run_sweep`).
@@ -15,7 +16,8 @@ from envengineer.errors import ConfigError
 
 
 def run_sweep_command(args: argparse.Namespace, override_name: Callable[[str, dict], str]) -> int:
-    """``run FILE --seeds ...`` or ``--executor ray``; ``override_name`` names a run after its ``--set``."""
+    """``run FILE --seeds ...``, ``--executor ray`` or ``--lanes N``; ``override_name`` names a run after its
+    ``--set``."""
     from envengineer import sweep
     from envengineer.loop.experiment import load_experiment, parse_override
     from envengineer.loop.seeds import with_seed
@@ -23,14 +25,14 @@ def run_sweep_command(args: argparse.Namespace, override_name: Callable[[str, di
 
     if args.resume or args.redo_damaged or (args.seed is not None and args.seeds is not None):
         raise ConfigError(
-            "--seeds, --executor and --address take an experiment file; drop --resume, --redo-damaged and "
-            "--seed (a sweep resumes when the same command runs again)"
+            "--seeds, --executor, --address and --lanes take an experiment file; drop --resume, "
+            "--redo-damaged and --seed (a sweep resumes when the same command runs again)"
         )
     if args.experiment is None:
         raise ConfigError("name an experiment file (e.g. experiments/cpu/plumbing.yaml)")
     if args.seed is not None and args.seed < 0:
         raise ConfigError(f"--seed must be >= 0, got {args.seed}")
-    sweep.check_executor(args.executor, args.address)
+    sweep.check_executor(args.executor, args.address, args.lanes)
     sets = [*args.set, *([f"training.report_to={args.report_to}"] if args.report_to is not None else [])]
     overrides = dict(parse_override(s) for s in sets)
     if args.seeds is None:
@@ -51,21 +53,22 @@ def run_sweep_command(args: argparse.Namespace, override_name: Callable[[str, di
     if args.dry_run:
         sweep.print_tasks(tasks)
         return 0
-    sweep.run_sweep(tasks, sweep.make_executor(args.executor, args.address), compare_out=compare)
+    executor = sweep.make_executor(args.executor, args.address, lanes=args.lanes, tasks=tasks)
+    sweep.run_sweep(tasks, executor, compare_out=compare)
     return 0
 
 
 def suite_sweep_command(args: argparse.Namespace, runs: list[Any]) -> int:
-    """``suite DIR --seeds ...`` or ``--executor ray``: every distinct run x seed one task."""
+    """``suite DIR --seeds ...``, ``--executor ray`` or ``--lanes N``: every distinct run x seed one task."""
     from envengineer import sweep
 
-    sweep.check_executor(args.executor, args.address)
+    sweep.check_executor(args.executor, args.address, args.lanes)
     seeds = sweep.parse_seeds(args.seeds) if args.seeds is not None else None
     tasks = sweep.suite_tasks(runs, seeds, args.out, sets=args.set)
     if args.dry_run:
         sweep.print_tasks(tasks)
         return 0
-    executor = sweep.make_executor(args.executor, args.address)
+    executor = sweep.make_executor(args.executor, args.address, lanes=args.lanes, tasks=tasks)
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         sweep.run_sweep(tasks, executor, compare_out=args.out / "compare")

@@ -17,11 +17,13 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +38,9 @@ LOG = "sweep.log"
 DEFAULT_RETRIES = 2
 #: Lines of a failed run's log quoted in its error.
 _TAIL = 5
+#: The variables that size the thread pools of torch (OpenMP), MKL and OpenBLAS; each reads its own when
+#: it loads, so they are set in the environment a run's process starts with.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 class SweepTaskFailed(EnvEngineerError):
@@ -137,8 +142,21 @@ def run_command(task: SweepTask) -> list[str]:
     ]
 
 
-def run_in_subprocess(task: SweepTask, cwd: str | None = None) -> dict[str, Any]:
+def thread_env(threads: int) -> dict[str, str]:
+    """This process's environment with torch, MKL and OpenBLAS sized to ``threads`` threads.
+
+    >>> thread_env(1)["OMP_NUM_THREADS"]
+    '1'
+    """
+    return {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))}
+
+
+def run_in_subprocess(
+    task: SweepTask, cwd: str | None = None, *, threads: int | None = None
+) -> dict[str, Any]:
     """One task as ``envengineer run`` in a subprocess, under the run lock, output into ``RUN/sweep.log``.
+
+    With ``threads`` the subprocess (and the stages it starts) gets that many torch and BLAS threads.
 
     Raises:
         SweepTaskFailed: the run exited with an error (the message quotes the log's last lines).
@@ -152,8 +170,15 @@ def run_in_subprocess(task: SweepTask, cwd: str | None = None) -> dict[str, Any]
             log.write((" ".join(cmd) + "\n").encode())
             log.flush()
             where = cwd if cwd and os.path.isdir(cwd) else None
+            env = thread_env(threads) if threads is not None else None
             proc = subprocess.run(  # the run shares the lock: it stays held should this process die first
-                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=where, pass_fds=(lock_fd,), check=False
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=where,
+                env=env,
+                pass_fds=(lock_fd,),
+                check=False,
             )
     if proc.returncode != 0:
         lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-_TAIL:]
@@ -186,6 +211,7 @@ def run_in_process(task: SweepTask) -> None:
 class SequentialExecutor:
     """The tasks one after another in this process; a failed run is reported and the next one runs."""
 
+    label = "sequential executor"
     start_seconds = 0.0
 
     def run(self, tasks: Sequence[SweepTask], monitor: Monitor) -> list[TaskResult]:
@@ -203,6 +229,95 @@ class SequentialExecutor:
         return results
 
 
+def usable_cpus() -> int:
+    """The cores this process may run on (``taskset`` and cpusets count; CPU quotas do not)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def parse_lanes(text: str | None) -> int | None:
+    """``--lanes N``: how many runs go at once (None: not given, one per core).
+
+    >>> parse_lanes("2")
+    2
+    """
+    if text is None:
+        return None
+    if not re.fullmatch(r"\s*\d{1,6}\s*", str(text)) or int(text) < 1:
+        raise ConfigError(
+            f"--lanes {text!r}: give a whole number of runs at once, 1 or more "
+            "(1: one after another in this process; default: one per core)"
+        )
+    return int(text)
+
+
+def lane_count(lanes: int | None, tasks: Sequence[SweepTask], cpus: int | None = None) -> int:
+    """How many of ``tasks`` run at once: ``lanes`` when given, else one per core; at most one per task.
+
+    Lanes are for CPU runs: they share no GPUs out, so by default a sweep with a GPU run goes one at a
+    time, and ``--lanes`` above 1 with a GPU run is an error pointing to Ray.
+
+    >>> lane_count(None, [], cpus=2)
+    1
+    """
+    gpu_run = next((t for t in tasks if t.num_gpus > 0), None)
+    if lanes is None:
+        lanes = 1 if gpu_run is not None else cpus or usable_cpus()
+    n = max(1, min(lanes, len(tasks)))
+    if n > 1 and gpu_run is not None:
+        raise ConfigError(
+            f"--lanes {lanes}: {gpu_run.name} asks for {gpu_run.num_gpus:g} GPU(s) and lanes do not share "
+            "GPUs out; use --executor ray (each run gets its own GPUs) or --lanes 1"
+        )
+    return n
+
+
+class LanesExecutor:
+    """Up to ``lanes`` tasks at once, each ``envengineer run`` in a subprocess with ``threads`` threads.
+
+    Two torch processes that each take every core lose most of their time to each other, while processes
+    of one thread each run side by side at nearly full speed. ``threads`` defaults to the cores split
+    evenly over the lanes (one each when there are as many lanes as cores). Every run is the command a Ray
+    task runs, under the run lock, writing ``RUN/sweep.log``; its directory equals a sequential run's.
+    """
+
+    def __init__(self, lanes: int, *, threads: int | None = None, poll_s: float = 1.0) -> None:
+        self.lanes = lanes
+        self.threads = threads if threads is not None else max(1, usable_cpus() // lanes)
+        self.poll_s = poll_s
+        self.start_seconds = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.lanes} lanes of {self.threads} thread(s)"
+
+    def run(self, tasks: Sequence[SweepTask], monitor: Monitor) -> list[TaskResult]:
+        waiting = list(tasks)
+        running: dict[Future[dict[str, Any]], tuple[SweepTask, float]] = {}
+        results: dict[str, TaskResult] = {}
+        with ThreadPoolExecutor(max_workers=self.lanes) as pool:  # a thread waits on each run's process
+            while waiting or running:
+                while waiting and len(running) < self.lanes:
+                    task = waiting.pop(0)
+                    monitor.started(task)
+                    future = pool.submit(run_in_subprocess, task, threads=self.threads)
+                    running[future] = (task, time.perf_counter())
+                done, _ = wait(running, timeout=self.poll_s, return_when=FIRST_COMPLETED)
+                for future in done:
+                    task, t0 = running.pop(future)
+                    try:
+                        info = future.result()
+                        result = TaskResult(task, True, float(info["seconds"]), host=str(info["host"]))
+                    except EnvEngineerError as exc:
+                        result = TaskResult(task, False, time.perf_counter() - t0, error=_one_line(str(exc)))
+                    results[task.name] = result
+                    monitor.finished(result)
+                monitor.poll()
+        return [results[t.name] for t in tasks]
+
+
 def import_ray() -> Any:
     """The ``ray`` module, or a one-line error saying how to install it."""
     try:
@@ -214,8 +329,13 @@ def import_ray() -> Any:
     return ray
 
 
+def ray_threads(task: SweepTask) -> int:
+    """Threads of a Ray task's run: one per CPU it asks for (Ray's own rule for ``OMP_NUM_THREADS``)."""
+    return max(1, int(task.num_cpus))
+
+
 def _ray_task(task: SweepTask, cwd: str | None) -> dict[str, Any]:
-    return run_in_subprocess(task, cwd)
+    return run_in_subprocess(task, cwd, threads=ray_threads(task))
 
 
 class RayExecutor:
@@ -223,8 +343,10 @@ class RayExecutor:
 
     Without ``address`` (and without ``RAY_ADDRESS`` set) a local Ray instance starts inside this process
     with ``num_cpus`` CPUs (default: all of them) and stops at the end; ``start_seconds`` is what starting
-    and connecting took.
+    and connecting took. Each task's run gets one torch and BLAS thread per CPU it asks for.
     """
+
+    label = "ray executor"
 
     def __init__(
         self,

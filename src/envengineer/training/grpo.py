@@ -33,6 +33,7 @@ import logging
 import os
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,16 @@ from envengineer.training.presets import (
 from envengineer.training.trainer import make_trainer_class
 
 log = logging.getLogger(__name__)
+
+# TRL reads transformers' deprecated `is_gradient_checkpointing` property at every GRPO generation (and PEFT
+# when it wraps a LoRA model), and transformers warns each time: the call is theirs, not ours, and the
+# warning filled every training stage's output. Only that one warning is silenced (SFT imports this module).
+warnings.filterwarnings(
+    "ignore",
+    message="`is_gradient_checkpointing` is deprecated",
+    category=FutureWarning,
+    module=r"transformers\.modeling_utils",
+)
 
 TRAIN_EXTRA_HINT = "pip install 'envengineer[train]'"
 _TRAIN_MODULES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
