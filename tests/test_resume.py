@@ -143,15 +143,21 @@ def _env(log: Path, slow: float) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def reference(setup: dict[str, Path]) -> Path:
     """The same run without interruption, in this process (no sleeps)."""
+    import envengineer.loop.components as components_module
+
+    real = components_module.default_components
     spec = importlib.util.spec_from_file_location("loop_test_driver", setup["driver"])
     driver = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
-    spec.loader.exec_module(driver)
-    from envengineer.loop.experiment import load_experiment
-    from envengineer.loop.runner import run_experiment
+    try:
+        spec.loader.exec_module(driver)  # the driver swaps in its stand-ins module-wide ...
+        from envengineer.loop.experiment import load_experiment
+        from envengineer.loop.runner import run_experiment
 
-    run = _prepare(setup["dir"] / "reference", setup)
-    run_experiment(load_experiment(setup["exp"]), run, components=driver.components())
+        run = _prepare(setup["dir"] / "reference", setup)
+        run_experiment(load_experiment(setup["exp"]), run, components=driver.components())
+    finally:  # ... which must not answer for the tests that run after this file in the same process
+        components_module.default_components = real
     return run
 
 
