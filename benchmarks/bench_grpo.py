@@ -426,7 +426,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         warms.add(json.dumps(record["warm"], sort_keys=True))
         runs += record["runs"]
     if len(warms) > 1:  # gains against different warm-starts or held-out sets do not pool
-        print("the files score different warm-starts or held-out sets; refusing to pool them", file=sys.stderr)
+        print("the files score different warm-starts or held-out sets; not pooled", file=sys.stderr)
         return 2
     print_table(runs, list(dict.fromkeys(r["variant"] for r in runs)))
     return 0

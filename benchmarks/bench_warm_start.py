@@ -1,21 +1,26 @@
-"""The small policy's warm-start: training tokens/s and validation valid/optimal rates against minutes.
+"""The small policy's warm-start, skill by skill: valid and optimal rates of one, two and three agents.
 
-Creates a fresh small policy (``envengineer policy init``), generates two-agent training boards (sizes
-3-6 by default), runs the supervised warm-start through TRL's ``SFTTrainer`` with a preset (default
-``sft-small``) and, every ``--every`` optimizer steps, answers a fixed validation set greedily with the
-model being trained and prints a row::
+Creates a fresh small policy in a given format (``--format``: its tokenizer, embedding initialisation and
+scratchpad, docs/models.md), generates training boards (agent counts ``--agents`` in equal shares, sizes
+``--sizes``, hole ratio 0.25, wait ratio 0.5), runs the supervised warm-start through TRL's ``SFTTrainer``
+with ``sft-small`` for ``--steps`` steps (stopped at ``--minutes`` of training time), then answers greedily
+three held-out, benchmark-shaped sets and prints valid / optimal rates per size and the validator's failure
+categories per size, beside the scripted greedy heuristic (each agent's own shortest path) on the same
+boards:
 
-    step  minutes  train_tok/s  loss   valid%  optimal%
+* one agent, sizes 3-8 (``--per-cell`` x 3 boards per size, hole ratio uniform in [0, 0.5]): path-finding
+  alone, where greedy and the solver are both 100 %;
+* two agents, sizes 3-8, ``--per-cell`` per size and wait subset (25/50/75 % need a wait): with the
+  default 16, the 288 boards of ``bench_grpo.py``;
+* three agents, the same shape.
 
-The validation set is benchmark-shaped (``build_validation_set``: wait subsets 25/50/75 %, hole ratio
-uniform in [0, 0.5], seeds disjoint from the benchmark), two agents, sizes 3-6 by default. Evaluation time
-is excluded from the minutes and from tokens/s. The issue's target: >= 60 % valid within 15 minutes on
-2 cores.
+``--report-sizes 9,10`` adds larger boards to every set (reported apart, never in the headline). Held-out
+boards are disjoint from the training boards by board hash. Evaluation time is not training time.
 
 Usage::
 
-    python benchmarks/bench_warm_start.py                         # tiny policy, 15 minutes at most
-    python benchmarks/bench_warm_start.py --size small --minutes 30 --json warm.json
+    python benchmarks/bench_warm_start.py --format moves --json warm-moves.json       # 15 minutes at most
+    OMP_NUM_THREADS=1 python benchmarks/bench_warm_start.py --threads 1 ...           # one lane of two
 """
 
 from __future__ import annotations
@@ -24,143 +29,248 @@ import argparse
 import json
 import logging
 import os
-import platform
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from envengineer.mapf.benchmark import build_validation_set
 from envengineer.mapf.config import RoundConfig
-from envengineer.mapf.generator import generate_round
+from envengineer.mapf.generator import generate_cell, generate_round
+from envengineer.mapf.instance import Instance
+from envengineer.mapf.policies import respond
 from envengineer.mapf.prompt import build_messages
 from envengineer.mapf.validator import validate
-from envengineer.models.small_policy import init_policy
+from envengineer.models.small_policy import DEFAULT_FORMAT, POLICY_FORMATS, init_policy
 from envengineer.training.presets import load_preset
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--format", default=DEFAULT_FORMAT, choices=list(POLICY_FORMATS), help="policy format")
     p.add_argument("--size", default="tiny", help="policy size (default tiny)")
     p.add_argument("--preset", default="sft-small", help="SFT preset (default sft-small)")
-    p.add_argument("--samples", type=int, default=48000, help="training instances (default 48000)")
-    p.add_argument("--steps", type=int, default=1500, help="optimizer steps (default 1500)")
-    p.add_argument("--minutes", type=float, default=15.0, help="stop after this much training time")
-    p.add_argument("--every", type=int, default=250, help="evaluate every N steps (default 250)")
-    p.add_argument("--sizes", default="3,4,5,6", help="map sizes of training and validation")
-    p.add_argument("--per-cell", type=int, default=8, help="validation instances per size and subset")
-    p.add_argument("--hole-ratio", type=float, default=0.25)
-    p.add_argument("--wait-ratio", type=float, default=0.5)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--agents", default="2,3", help="agent counts of the training boards (equal shares)")
+    p.add_argument("--sizes", default="3,4,5,6,7,8", help="map sizes of the training boards")
+    p.add_argument("--samples", type=int, default=160000, help="training boards (default 160000)")
+    p.add_argument("--steps", type=int, default=4000, help="optimizer steps: the schedule's length")
+    p.add_argument("--minutes", type=float, default=15.0, help="stop training after this much time")
+    p.add_argument(
+        "--sampling",
+        default=None,
+        choices=["random", "group_by_length"],
+        help="the trainer's train_sampling_strategy (default: the preset's)",
+    )
+    p.add_argument("--per-cell", type=int, default=16, help="held-out boards per size and wait subset")
+    p.add_argument("--report-sizes", default="", help="larger sizes reported apart, e.g. 9,10")
+    p.add_argument("--eval-agents", default="1,2,3", help="agent counts of the held-out sets")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the policy and of the training boards")
     p.add_argument("--out", type=Path, default=None, help="work folder (default: a temporary folder)")
-    p.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    p.add_argument("--json", type=Path, default=None, help="also write the record here")
     return p.parse_args(argv)
+
+
+def held_out_sets(agents: list[int], per_cell: int, max_size: int) -> dict[int, list[Instance]]:
+    """The held-out sets by agent count, sizes 3..max_size, disjoint from the benchmark."""
+    sets = {}
+    for k in agents:
+        if k == 1:  # one agent never needs a wait: one stream per size, as many boards as a cell's subsets
+            sets[k] = [
+                inst
+                for n in range(3, max_size + 1)
+                for inst in generate_cell(
+                    num_agents=1,
+                    size=n,
+                    count=3 * per_cell,
+                    wait_count=0,
+                    seed=20261205,
+                    split="validation",
+                    id_prefix=f"1agent_{n}x{n}",
+                )
+            ]
+        else:
+            sets[k] = build_validation_set(per_cell, agents=(k,), min_size=3, max_size=max_size, workers=1)
+    return sets
+
+
+def training_boards(agents: list[int], sizes: list[int], samples: int, seed: int, exclude: frozenset[str]):
+    train: list[Instance] = []
+    for k, a in enumerate(agents):
+        config = RoundConfig.model_validate(
+            {
+                "sizes": {
+                    n: {"data_ratio": 1.0, "hole_ratio": 0.25, "wait_ratio": 0.5 if a > 1 else 0.0}
+                    for n in sizes
+                },
+                "num_agents": a,
+                "num_samples": samples // len(agents),
+            }
+        )
+        train += generate_round(
+            config,
+            np.random.SeedSequence((seed, k)).generate_state(1)[0].item(),
+            split="train",
+            exclude=exclude,
+        )
+    np.random.default_rng(seed).shuffle(train)  # mix agent counts within every batch
+    return train
+
+
+def score(instances: list[Instance], texts: list[str]) -> dict[str, Any]:
+    """Valid / optimal rates and failure categories, per size and over the headline sizes 3-8."""
+    by_size: dict[int, dict[str, Any]] = {}
+    for n in sorted({i.size for i in instances}):
+        verdicts = [validate(i, t) for i, t in zip(instances, texts, strict=True) if i.size == n]
+        by_size[n] = {
+            "boards": len(verdicts),
+            "valid": round(100 * sum(v.valid for v in verdicts) / len(verdicts), 1),
+            "optimal": round(100 * sum(v.optimal for v in verdicts) / len(verdicts), 1),
+            "failures": dict(Counter(v.failure for v in verdicts if not v.valid).most_common()),
+        }
+
+    def pooled(sizes: range) -> dict[str, float]:
+        rows = [by_size[n] for n in sizes if n in by_size]
+        boards = sum(r["boards"] for r in rows)
+        return {
+            key: round(sum(r[key] * r["boards"] for r in rows) / boards, 1) if boards else float("nan")
+            for key in ("valid", "optimal")
+        }
+
+    return {
+        "sizes_3_8": pooled(range(3, 9)),
+        "sizes_3_6": pooled(range(3, 7)),
+        "sizes_7_8": pooled(range(7, 9)),
+        "by_size": by_size,
+    }
+
+
+def answer(model: Any, tokenizer: Any, instances: list[Instance], max_new_tokens: int) -> list[str]:
+    """Greedy answers of an in-memory model, in batches of 64, in the compact prompt style."""
+    from envengineer.models import SamplingParams
+    from envengineer.models.hf import HFBackend
+
+    backend = HFBackend.from_model(model, tokenizer, name="warm-start")
+    params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
+    texts: list[str] = []
+    for lo in range(0, len(instances), 64):
+        conversations = [build_messages(i, style="compact") for i in instances[lo : lo + 64]]
+        texts += [c.text for c in backend.generate(conversations, params)]
+    return texts
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    import torch
     from transformers import TrainerCallback
 
-    from envengineer.models import SamplingParams
-    from envengineer.models.hf import HFBackend
     from envengineer.training.sft import sft
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    agents = [int(a) for a in args.agents.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")]
+    extra = [int(s) for s in args.report_sizes.split(",") if s]
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-warm-"))
     t0 = time.perf_counter()
-    config = RoundConfig.model_validate(
-        {
-            "sizes": {
-                n: {"data_ratio": 1.0, "hole_ratio": args.hole_ratio, "wait_ratio": args.wait_ratio}
-                for n in sizes
-            },
-            "num_agents": 2,
-            "num_samples": args.samples,
-        }
-    )
-    train = generate_round(config, args.seed)
-    validation = build_validation_set(
-        args.per_cell, agents=(2,), min_size=min(sizes), max_size=max(sizes), workers=1
-    )
+    sets = held_out_sets([int(a) for a in args.eval_agents.split(",")], args.per_cell, max([8, *extra]))
+    exclude = frozenset(i.board_hash() for s in sets.values() for i in s)
+    train = training_boards(agents, sizes, args.samples, args.seed, exclude)
     print(
-        f"# {len(train)} training boards (sizes {sizes}), {len(validation)} validation boards, "
-        f"generated in {time.perf_counter() - t0:.1f} s",
+        f"# {len(train)} training boards ({agents} agents, sizes {sizes}), held-out "
+        f"{ {k: len(v) for k, v in sets.items()} }, generated in {time.perf_counter() - t0:.0f} s",
         flush=True,
     )
-    policy = init_policy(out / "policy", size=args.size, seed=args.seed, overwrite=True)
+    policy = init_policy(
+        out / "policy", size=args.size, seed=args.seed, policy_format=args.format, overwrite=True
+    )
     preset = load_preset(args.preset, "sft").model_dump(mode="json")
-    preset["sft"].update(disable_tqdm=True, logging_steps=args.every)
-    rows: list[dict[str, Any]] = []
+    preset["sft"].update(disable_tqdm=True, include_num_input_tokens_seen="non_padding")
+    if args.sampling:
+        preset["sft"]["train_sampling_strategy"] = args.sampling
+    load = os.getloadavg()[0]
 
-    class Curve(TrainerCallback):
-        """Evaluate every ``--every`` steps; stop when the time budget is spent."""
+    class Budget(TrainerCallback):
+        """Stop when ``--minutes`` of training time are spent; count the tokens."""
 
         def __init__(self) -> None:
-            self.train_s = 0.0
+            self.start = 0.0
             self.tokens = 0
-            self._t = 0.0
-            self.loss: float | None = None
+            self.model: Any = None
+            self.tokenizer: Any = None
 
         def on_train_begin(self, targs, state, control, **kw):
-            self._t = time.perf_counter()
-
-        def on_log(self, targs, state, control, logs=None, **kw):
-            if logs and "loss" in logs:
-                self.loss = float(logs["loss"])
+            self.start = time.perf_counter()
 
         def on_step_end(self, targs, state, control, model=None, processing_class=None, **kw):
-            now = time.perf_counter()
-            self.train_s += now - self._t
             self.tokens = int(state.num_input_tokens_seen or 0)
-            out_of_time = self.train_s >= args.minutes * 60
-            if state.global_step % args.every == 0 or out_of_time:
-                rows.append(self.evaluate(state.global_step, model, processing_class))
-                control.should_training_stop = control.should_training_stop or out_of_time
-            self._t = time.perf_counter()
+            self.model, self.tokenizer = model, processing_class
+            if time.perf_counter() - self.start >= args.minutes * 60:
+                control.should_training_stop = True
 
-        def evaluate(self, step: int, model: Any, tokenizer: Any) -> dict[str, Any]:
-            backend = HFBackend.from_model(model, tokenizer, name="warm-start")
-            params = SamplingParams(temperature=0.0, max_new_tokens=preset["max_completion_length"])
-            texts = []
-            for lo in range(0, len(validation), 64):
-                batch = validation[lo : lo + 64]
-                conversations = [build_messages(i, style="compact") for i in batch]
-                texts += [c.text for c in backend.generate(conversations, params)]
-            verdicts = [validate(i, t) for i, t in zip(validation, texts, strict=True)]
-            row = {
-                "step": step,
-                "minutes": round(self.train_s / 60, 2),
-                "train_tokens_per_s": round(self.tokens / self.train_s) if self.train_s else None,
-                "loss": self.loss,
-                "valid": round(100 * sum(v.valid for v in verdicts) / len(verdicts), 2),
-                "optimal": round(100 * sum(v.optimal for v in verdicts) / len(verdicts), 2),
-            }
-            print(
-                f"{row['step']:>6} {row['minutes']:>8.2f} {row['train_tokens_per_s'] or 0:>11} "
-                f"{row['loss'] or float('nan'):>6.3f} {row['valid']:>7.2f} {row['optimal']:>8.2f}",
-                flush=True,
-            )
-            return row
-
-    print(f"# {platform.node()} {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}; policy {args.size}")
-    print("  step  minutes  train_tok/s   loss  valid%  optimal%", flush=True)
-    preset["sft"]["include_num_input_tokens_seen"] = "non_padding"
-    sft(
+    budget = Budget()
+    result = sft(
         str(policy),
         train,
         out_dir=out / "sft",
         preset=preset,
         seed=args.seed,
         max_steps=args.steps,
-        callbacks=[Curve()],
+        callbacks=[budget],
     )
-    print(f"# load average at the end {os.getloadavg()[0]:.2f}; checkpoint {out / 'sft' / 'checkpoint'}")
+    train_s = result.metrics["timing"].get("train_s") or (time.perf_counter() - budget.start)
+    losses = [r["loss"] for r in result.metrics["log_history"] if "loss" in r]
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(result.checkpoint).eval()
+    tokenizer = AutoTokenizer.from_pretrained(result.checkpoint)
+    record: dict[str, Any] = {
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "format": args.format,
+        "steps": result.steps,
+        "train_minutes": round(train_s / 60, 2),
+        "train_tokens_per_s": round(budget.tokens / train_s) if train_s else None,
+        "final_loss": losses[-1] if losses else None,
+        "load_before": round(load, 2),
+        "sets": {},
+    }
+    print(
+        f"# format {args.format}: {result.steps} steps in {train_s / 60:.1f} min, "
+        f"{record['train_tokens_per_s']} tokens/s, last loss {record['final_loss']}, load {load:.2f}"
+    )
+    for k, instances in sets.items():
+        t1 = time.perf_counter()
+        texts = answer(model, tokenizer, instances, preset["max_completion_length"])
+        lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+        policy_score = score(instances, texts)
+        rng = np.random.default_rng(0)
+        greedy = score(instances, [respond("greedy", i, rng) for i in instances])
+        record["sets"][k] = {
+            "policy": policy_score,
+            "greedy": greedy,
+            "mean_completion_tokens": round(float(np.mean(lengths)), 1),
+            "eval_seconds": round(time.perf_counter() - t1, 1),
+        }
+        head, g = policy_score["sizes_3_8"], greedy["sizes_3_8"]
+        print(
+            f"\n{k} agent(s), {len(instances)} boards: valid {head['valid']} / optimal {head['optimal']} "
+            f"(sizes 3-6 {policy_score['sizes_3_6']['valid']}, 7-8 {policy_score['sizes_7_8']['valid']}); "
+            f"greedy {g['valid']} / {g['optimal']}; {np.mean(lengths):.0f} tokens per answer"
+        )
+        for n, row in policy_score["by_size"].items():
+            print(
+                f"  {n}x{n}: {row['valid']:5.1f} / {row['optimal']:5.1f}  greedy "
+                f"{greedy['by_size'][n]['valid']:5.1f}  failures {row['failures']}"
+            )
+    print(f"# load average at the end {os.getloadavg()[0]:.2f}; checkpoint {result.checkpoint}", flush=True)
     if args.json:
-        record = {"args": vars(args) | {"out": str(out)}, "rows": rows}
-        args.json.write_text(json.dumps(record, indent=2, default=str))
+        args.json.write_text(json.dumps(record, indent=2) + "\n")
     return 0
 
 

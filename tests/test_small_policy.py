@@ -19,6 +19,7 @@ from envengineer.mapf.policies import respond  # noqa: E402
 from envengineer.mapf.prompt import build_messages, render_compact  # noqa: E402
 from envengineer.mapf.validator import format_answer, validate  # noqa: E402
 from envengineer.models.small_policy import (  # noqa: E402
+    DEFAULT_FORMAT,
     POLICY_SIZES,
     PROMPT_STYLE_KEY,
     build_tokenizer,
@@ -151,7 +152,7 @@ def test_named_policy_is_created_once_in_the_cache(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path))
     path = Path(resolve_model("policy:tiny@5"))
-    assert path == tmp_path / "policies" / "tiny-seed5" and is_small_policy(path)
+    assert path == tmp_path / "policies" / f"tiny-{DEFAULT_FORMAT}-seed5" and is_small_policy(path)
     stamp = (path / "model.safetensors").stat().st_mtime_ns
     assert named_policy_path("policy:tiny@5") == path
     assert (path / "model.safetensors").stat().st_mtime_ns == stamp

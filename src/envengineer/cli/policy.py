@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from envengineer.models.small_policy import POLICY_SIZES
+    from envengineer.models.small_policy import DEFAULT_FORMAT, POLICY_FORMATS, POLICY_SIZES
 
     p = sub.add_parser(
         "policy",
@@ -45,6 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("compact", "full"),
         default="compact",
         help="prompts the policy reads: compact (the board alone, default) or full (rules and format)",
+    )
+    init.add_argument(
+        "--format",
+        dest="policy_format",
+        choices=list(POLICY_FORMATS),
+        default=DEFAULT_FORMAT,
+        help=f"how the policy spells cells and what its scratchpad holds (default {DEFAULT_FORMAT}; "
+        "docs/models.md has the measured candidates)",
     )
     init.add_argument(
         "--max-length",
@@ -85,6 +93,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         size=args.size,
         seed=args.seed,
         prompt_style=args.prompt_style,
+        policy_format=args.policy_format,
         max_length=args.max_length,
         overwrite=args.overwrite,
     )

@@ -210,7 +210,7 @@ CPU_RATES: dict[str, float] = {
 #: ``sft-small`` (batch 32), evaluation in batches of 64; the engineer is the embedded SmolLM2-135M.
 SMALL_POLICY_CPU_RATES: dict[str, float] = {
     "grpo_step": 1.2,
-    "sft_step": 0.25,
+    "sft_step": 0.30,
     "eval_answer": 0.02,
     "engineer_answer": 30.0,
     "round_overhead": 5.0,

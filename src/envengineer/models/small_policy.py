@@ -16,10 +16,12 @@ experiment file can start from one without a separate ``init`` step.
 
 The tokenizer (built with the ``tokenizers`` library) splits text into pieces: the testbed's words (the
 five actions, the prompt's words; with a leading space where one precedes them), ``<answer>``-style tags,
-cells ``(r,c)`` with ``r, c < 16`` (with or without a leading space), and single characters for everything
-else. Every ASCII text therefore encodes and decodes exactly, an action is one token and so is a cell:
-a small model then tells whether the cell it is about to enter is a hole by matching one token against
-the prompt's list of holes. The chat template wraps each message as ``<|role|>content<|end|>``;
+cells ``(r,c)`` with ``r, c < 16``, and single characters for everything else, so every ASCII text encodes
+and decodes exactly and an action is one token. How a cell is spelled, how its embedding starts and what
+the warm-start's scratchpad holds is the policy's *format* (:data:`POLICY_FORMATS`, recorded in
+``config.json``): the default ``split-moves`` spells a cell as a row token and a column token, so a step
+is the same change on every row of every board, and writes each move beside the cell it leads to, so the
+answer copies its reasoning. The chat template wraps each message as ``<|role|>content<|end|>``;
 ``<|end|>`` is the end-of-sequence token.
 
 The folder records the prompt style the policy reads (``compact`` by default: the board without the prose
@@ -35,7 +37,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.prompt import PromptStyle, check_prompt_style
@@ -44,11 +46,16 @@ from envengineer.models.cache import cache_root
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFAULT_FORMAT",
+    "FORMAT_KEY",
     "MAX_SEED",
+    "POLICY_FORMATS",
     "POLICY_SIZES",
     "PROMPT_STYLE_KEY",
+    "PolicyFormat",
     "PolicySize",
     "build_tokenizer",
+    "check_policy_format",
     "check_seed",
     "init_policy",
     "is_policy_name",
@@ -56,6 +63,7 @@ __all__ = [
     "named_policy_path",
     "parse_policy_name",
     "parse_seed",
+    "policy_format_of",
     "policy_summary",
     "prompt_style_of",
     "replaceable_folder",
@@ -63,6 +71,41 @@ __all__ = [
 
 #: Key of ``config.json`` that names the prompt style a model was trained to read.
 PROMPT_STYLE_KEY = "envengineer_prompt_style"
+#: Key of ``config.json`` that names the policy's format (:data:`POLICY_FORMATS`); absent: ``v1``.
+FORMAT_KEY = "envengineer_policy_format"
+
+
+@dataclass(frozen=True)
+class PolicyFormat:
+    """How a policy spells cells and what its scratchpad holds.
+
+    Attributes:
+        cells: ``atomic``: every cell ``(r,c)`` is one token. ``split``: a cell is a row token ``(r`` and
+            a column token ``,c)``, so what is learned about row 5 holds in every column.
+        embeddings: ``random``: cell embeddings start at random. ``coordinates``: a cell's embedding
+            starts as a row vector plus a column vector, each a fixed random projection of Fourier
+            features of the index, so neighbouring cells start close and a step is the same change
+            everywhere on the board.
+        scratchpad: The SFT target the policy is warm-started on (``target: null`` in an SFT preset):
+            ``solver_path`` (each agent's cells) or ``solver_moves`` (each move beside the cell it leads
+            to, :func:`envengineer.training.dataset.target_response`).
+    """
+
+    cells: Literal["atomic", "split"]
+    embeddings: Literal["random", "coordinates"]
+    scratchpad: Literal["solver", "solver_path", "solver_moves"]
+
+
+#: The formats by name: ``v1`` is every policy made before formats were recorded; the others are the
+#: candidates measured in docs/models.md (``benchmarks/bench_warm_start.py --format``).
+POLICY_FORMATS: dict[str, PolicyFormat] = {
+    "v1": PolicyFormat("atomic", "random", "solver_path"),
+    "moves": PolicyFormat("atomic", "random", "solver_moves"),
+    "coord-moves": PolicyFormat("atomic", "coordinates", "solver_moves"),
+    "split-moves": PolicyFormat("split", "coordinates", "solver_moves"),
+}
+#: The format of new policies (``policy init``, ``policy:SIZE``).
+DEFAULT_FORMAT = "split-moves"
 
 SPECIAL_TOKENS = ("<|pad|>", "<|unk|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
 CHAT_TEMPLATE = (
@@ -121,8 +164,11 @@ def vocabulary_words() -> list[str]:
     return sorted(words, key=lambda w: (-len(w), w))
 
 
-def build_tokenizer(max_length: int = 2048) -> Any:
+def build_tokenizer(max_length: int = 2048, cells: str = "atomic") -> Any:
     """The testbed tokenizer as a ``transformers.PreTrainedTokenizerFast`` with its chat template.
+
+    ``cells`` is :attr:`PolicyFormat.cells`: ``atomic`` makes ``(r,c)`` one token, ``split`` two
+    (``(r`` and ``,c)``). Either way every ASCII text encodes and decodes exactly.
 
     >>> tok = build_tokenizer()
     >>> text = "<answer>\\nA0: RIGHT DOWN\\nA1: WAIT\\n</answer>"
@@ -134,16 +180,26 @@ def build_tokenizer(max_length: int = 2048) -> Any:
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
+    if cells not in ("atomic", "split"):
+        raise ConfigError(f"unknown cell spelling {cells!r}; use 'atomic' or 'split'")
     words = vocabulary_words()
     chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
-    cells = [f"({r},{c})" for r in range(_CELL_RANGE) for c in range(_CELL_RANGE)]
+    index = rf"(?:1[0-{_CELL_RANGE - 11}]|\d)"  # 0..15
+    if cells == "atomic":
+        cell_pieces = [f"({r},{c})" for r in range(_CELL_RANGE) for c in range(_CELL_RANGE)]
+        cell_pattern = rf" ?\({index},{index}\)"
+    else:  # a row piece "(r" (with or without a space) and a column piece ",c)"
+        rows = [f"({r}" for r in range(_CELL_RANGE)]
+        cell_pieces = rows + [" " + r for r in rows] + [f",{c})" for c in range(_CELL_RANGE)]
+        cell_pattern = rf" ?\({index}(?=,{index}\))|,{index}\)"
     pieces = list(SPECIAL_TOKENS) + list(_TAGS) + chars
-    pieces += [p for w in [*words, *cells] for p in (w, " " + w) if p not in pieces]
+    pieces += [p for w in words for p in (w, " " + w) if p not in pieces]
+    spaced = (lambda c: (c, " " + c)) if cells == "atomic" else (lambda c: (c,))  # split pieces carry theirs
+    pieces += [p for c in cell_pieces for p in spaced(c) if p not in pieces]
     vocab = {piece: i for i, piece in enumerate(pieces)}
     alternatives = "|".join(re.escape(t) for t in _TAGS)
     word_pattern = "|".join(re.escape(w) for w in words)
-    index = rf"(?:1[0-{_CELL_RANGE - 11}]|\d)"  # 0..15
-    pattern = rf"{alternatives}| ?\({index},{index}\)| ?(?:{word_pattern})\b|[\s\S]"
+    pattern = rf"{alternatives}|{cell_pattern}| ?(?:{word_pattern})\b|[\s\S]"
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
     tok.decoder = decoders.Fuse()
@@ -165,6 +221,7 @@ def init_policy(
     size: str = "tiny",
     seed: int = 0,
     prompt_style: PromptStyle = "compact",
+    policy_format: str = DEFAULT_FORMAT,
     max_length: int = 2048,
     overwrite: bool = False,
 ) -> Path:
@@ -177,6 +234,8 @@ def init_policy(
         size: One of :data:`POLICY_SIZES` (``tiny``, ``small``, ``base``).
         seed: Seed of the weight initialisation, in ``[0, 2**32)`` (the same seed gives the same weights).
         prompt_style: The prompt style the policy reads, recorded in ``config.json``.
+        policy_format: One of :data:`POLICY_FORMATS` (its tokenizer, embedding initialisation and
+            scratchpad), recorded in ``config.json``.
         max_length: Longest sequence (prompt + answer) in tokens.
         overwrite: Replace the contents of an existing model folder (see :func:`replaceable_folder`): the
             new policy is written beside it first, then the old files are removed and the new ones moved in,
@@ -192,6 +251,7 @@ def init_policy(
     if size not in POLICY_SIZES:
         raise ConfigError(f"unknown policy size {size!r}; use one of {list(POLICY_SIZES)}")
     check_prompt_style(prompt_style)
+    check_policy_format(policy_format)
     check_seed(seed, where="the seed")
     if isinstance(max_length, bool) or not isinstance(max_length, int) or not 64 <= max_length <= 65536:
         raise ConfigError(f"max_length must be an integer in [64, 65536], got {max_length!r}")
@@ -199,7 +259,7 @@ def init_policy(
     replace = _check_folder(folder, overwrite)
     if not replace:
         folder.mkdir(parents=True, exist_ok=True)
-        n = _write_policy(folder, size, seed, prompt_style, max_length)
+        n = _write_policy(folder, size, seed, prompt_style, policy_format, max_length)
         log.info(
             "initialised a %s policy (%.2fM parameters, %s prompts) in %s",
             size,
@@ -213,7 +273,7 @@ def init_policy(
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.resolve().name}.tmp-", dir=folder.resolve().parent))
     try:
-        n = _write_policy(tmp, size, seed, prompt_style, max_length)
+        n = _write_policy(tmp, size, seed, prompt_style, policy_format, max_length)
         for old in folder.iterdir():
             old.unlink()
         for new in tmp.iterdir():
@@ -257,13 +317,16 @@ def _check_folder(folder: Path, overwrite: bool) -> bool:
     return True
 
 
-def _write_policy(folder: Path, size: str, seed: int, prompt_style: PromptStyle, max_length: int) -> int:
+def _write_policy(
+    folder: Path, size: str, seed: int, prompt_style: PromptStyle, policy_format: str, max_length: int
+) -> int:
     """Write the policy into ``folder``; returns its parameter count."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     shape = POLICY_SIZES[size]
-    tokenizer = build_tokenizer(max_length)
+    spec = POLICY_FORMATS[policy_format]
+    tokenizer = build_tokenizer(max_length, cells=spec.cells)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=shape.hidden,
@@ -276,16 +339,79 @@ def _write_policy(folder: Path, size: str, seed: int, prompt_style: PromptStyle,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
-        **{PROMPT_STYLE_KEY: prompt_style},
+        **{PROMPT_STYLE_KEY: prompt_style, FORMAT_KEY: policy_format},
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
+    if spec.embeddings == "coordinates":
+        _coordinate_embeddings(model.get_input_embeddings().weight, tokenizer, config.initializer_range, seed)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.bos_token_id = None
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return sum(p.numel() for p in model.parameters())
+
+
+def _coordinate_embeddings(weight: Any, tokenizer: Any, std: float, seed: int) -> None:
+    """Set the cell tokens' embeddings to a row vector plus a column vector (:attr:`PolicyFormat.embeddings`).
+
+    The vector of index i is a fixed random projection of ``cos(w i), sin(w i)`` for 8 frequencies
+    ``w = k pi / 16``: the dot product of two indices' vectors depends on their distance alone, so a step
+    up is the same change on every row. Scaled so a cell's embedding has the initialiser's spread.
+    """
+    import math
+
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    freqs = torch.arange(1, 9, dtype=torch.float64) * math.pi / _CELL_RANGE
+    angles = torch.arange(_CELL_RANGE, dtype=torch.float64)[:, None] * freqs
+    features = torch.cat([angles.cos(), angles.sin()], dim=1)  # (16, 16), each row of norm sqrt(8)
+    scale = std / math.sqrt(2 * 8)
+    rows, cols = (
+        (
+            features @ torch.randn(16, weight.shape[1], generator=generator, dtype=torch.float64) * scale
+        ).float()
+        for _ in range(2)
+    )
+    vocab = tokenizer.get_vocab()
+    with torch.no_grad():
+        for r in range(_CELL_RANGE):
+            for piece in (f"({r}", f" ({r}"):
+                if piece in vocab:
+                    weight[vocab[piece]] = rows[r] * math.sqrt(2)
+            if f",{r})" in vocab:
+                weight[vocab[f",{r})"]] = cols[r] * math.sqrt(2)
+            for c in range(_CELL_RANGE):
+                for piece in (f"({r},{c})", f" ({r},{c})"):
+                    if piece in vocab:
+                        weight[vocab[piece]] = rows[r] + cols[c]
+
+
+def check_policy_format(name: str) -> str:
+    """``name`` when it names a policy format, else a ConfigError listing them.
+
+    >>> check_policy_format("v1")
+    'v1'
+    """
+    if name not in POLICY_FORMATS:
+        raise ConfigError(f"unknown policy format {name!r}; use one of {list(POLICY_FORMATS)}")
+    return name
+
+
+def policy_format_of(model: str | Path | None) -> PolicyFormat | None:
+    """The format a local small-policy folder records (``v1`` when it records none), or None.
+
+    None for anything that is not a small-policy folder (hub ids, other models).
+
+    >>> policy_format_of(None) is None
+    True
+    """
+    if model is None or prompt_style_of(model) is None:
+        return None
+    config = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
+    return POLICY_FORMATS[check_policy_format(str(config.get(FORMAT_KEY, "v1")))]
 
 
 #: Largest initialisation seed (``--seed`` and ``policy:SIZE@SEED`` alike): seeds lie in ``[0, 2**32)``.
@@ -356,7 +482,9 @@ def named_policy_path(name: str) -> Path:
     import tempfile
 
     size, seed = parse_policy_name(name)
-    folder = cache_root() / "policies" / f"{size}-seed{seed}"
+    # The format is part of the key: a folder cached by an older release keeps its own name and format,
+    # and a new default never silently reuses it.
+    folder = cache_root() / "policies" / f"{size}-{DEFAULT_FORMAT}-seed{seed}"
     if (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -416,5 +544,5 @@ def policy_summary(folder: str | Path) -> str:
     n = PolicySize(d, layers, heads, f).parameters(vocab)
     return (
         f"{folder}: {n / 1e6:.2f}M parameters (hidden {d}, {layers} layers, {heads} heads), vocabulary "
-        f"{vocab}, {config.get(PROMPT_STYLE_KEY, 'full')} prompts"
+        f"{vocab}, {config.get(PROMPT_STYLE_KEY, 'full')} prompts, format {config.get(FORMAT_KEY, 'v1')}"
     )

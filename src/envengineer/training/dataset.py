@@ -74,6 +74,9 @@ def target_response(instance: Instance, target: str = "solver") -> str:
             path is a scratchpad for small policies: each cell is next to the one before it and is checked
             against the prompt's holes one token at a time, and the moves are read off pairs of cells.
             The validator scores only the answer block, so the target stays the same plan.
+            ``"solver_moves"``: the same scratchpad with each move written between the cell it leaves
+            and the cell it leads to; each answer line is then a copy of the moves of its agent's
+            scratchpad line, so the answer cannot contradict the reasoning.
 
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> print(target_response(inst))
@@ -90,6 +93,15 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     A0: RIGHT
     A1: RIGHT
     </answer>
+    >>> print(target_response(inst, "solver_moves"))
+    <think>
+    A0 (1,0) RIGHT (1,1)
+    A1 (1,1) RIGHT (1,2)
+    </think>
+    <answer>
+    A0: RIGHT
+    A1: RIGHT
+    </answer>
     """
     from envengineer.mapf.instance import agent_name
     from envengineer.mapf.solver import paths_to_actions, solve_instance
@@ -98,19 +110,60 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     if target not in SFT_TARGETS:
         raise ConfigError(f"unknown SFT target {target!r}; use one of {list(SFT_TARGETS)}")
     paths = solve_instance(instance).paths
+    if target == "solver_moves":
+        paths = wait_instead_of_detours(instance, paths)
     plan = paths_to_actions(paths)
     answer = format_answer(plan)
     if target == "solver":
         return answer
-    lines = [
-        " ".join([agent_name(i), *(f"({r},{c})" for r, c in path[: len(actions) + 1])])
-        for i, (path, actions) in enumerate(zip(paths, plan, strict=True))
-    ]
+    lines = []
+    for i, (path, actions) in enumerate(zip(paths, plan, strict=True)):
+        cells = [f"({r},{c})" for r, c in path[: len(actions) + 1]]
+        if target == "solver_path":
+            words = cells
+        else:  # solver_moves: cell MOVE cell MOVE ... cell
+            words = [cells[0], *(w for pair in zip(actions, cells[1:], strict=True) for w in pair)]
+        lines.append(" ".join([agent_name(i), *words]))
     return "<think>\n" + "\n".join(lines) + "\n</think>\n" + answer
 
 
+def wait_instead_of_detours(instance: Instance, paths: Sequence[Sequence[tuple[int, int]]]) -> list[list]:
+    """The same optimal plan with every detour that can become waits spelled as waits.
+
+    An optimal joint plan may send an agent away and back (``UP DOWN``) where waiting twice costs the
+    same: the solver picks either. A model that learns from both spellings learns to wander; this
+    keeps one, waiting, wherever the plan stays valid at no higher sum of costs (each change is checked
+    by the validator, so the result is never worse than the plan it is given).
+
+    >>> inst = Instance("x", ("...", "...", "..."), ((0, 0),), ((0, 1),), 1, 1, 1)
+    >>> wait_instead_of_detours(inst, [[(0, 0), (1, 0), (0, 0), (0, 1)]])
+    [[(0, 0), (0, 0), (0, 0), (0, 1)]]
+    """
+    from envengineer.mapf.solver import paths_to_actions
+    from envengineer.mapf.validator import validate_plan
+
+    out = [list(path) for path in paths]
+    soc = validate_plan(instance, paths_to_actions(out)).soc
+    changed = True
+    while changed:
+        changed = False
+        for agent, path in enumerate(out):
+            for i, cell in enumerate(path):
+                last = max(t for t, c in enumerate(path) if c == cell)
+                if last <= i + 1 or all(c == cell for c in path[i:last]):
+                    continue
+                trial = [*out[:agent], path[:i] + [cell] * (last - i) + path[last:], *out[agent + 1 :]]
+                verdict = validate_plan(instance, paths_to_actions(trial))
+                if verdict.valid and soc is not None and verdict.soc <= soc:
+                    out, changed = trial, True
+                    break
+            if changed:
+                break
+    return out
+
+
 #: What an SFT completion holds (:func:`target_response`).
-SFT_TARGETS = ("solver", "solver_path")
+SFT_TARGETS = ("solver", "solver_path", "solver_moves")
 
 
 def sft_rows(

@@ -266,11 +266,23 @@ class SFTPreset(_Preset):
     """
 
     kind: Literal["sft"] = "sft"
-    target: Literal["solver", "solver_path"] = Field(
+    target: Literal["solver", "solver_path", "solver_moves"] | None = Field(
         default="solver",
-        description="What the model learns to write: the solver's SoC-optimal plan (solver), or each "
-        "agent's path as cells inside <think> first and then the plan (solver_path, for small policies).",
+        description="What the model learns to write: the solver's SoC-optimal plan (solver); each "
+        "agent's path as cells inside <think> first and then the plan (solver_path); the path with each "
+        "move beside the cell it leads to (solver_moves); null: the scratchpad the small-policy folder "
+        "records in its format, else solver.",
     )
+
+    def resolve_target(self, model_path: str) -> str:
+        """The preset's target, else the scratchpad of the small policy's format, else ``solver``."""
+        from envengineer.models.small_policy import policy_format_of
+
+        if self.target is not None:
+            return self.target
+        spec = policy_format_of(model_path)
+        return spec.scratchpad if spec is not None else "solver"
+
     sft: dict[str, Any] = Field(default_factory=dict, description="Options of trl.SFTConfig, passed through.")
 
     def trl_options(self) -> dict[str, Any]:
@@ -345,14 +357,26 @@ def world_size() -> int:
 
 
 def _with_checkpointing_default(options: dict[str, Any]) -> dict[str, Any]:
-    """Spell TRL's default (checkpointing on) with transformers 5's name, ``activation_checkpointing``.
+    """Spell TRL's default (checkpointing on) with transformers 5's name, ``activation_checkpointing``;
+    on a machine without an accelerator, leave memory unpinned.
 
     TRL sets the deprecated ``gradient_checkpointing`` to True, which warns on every run; a preset that
-    sets neither name gets the same behaviour without the warning.
+    sets neither name gets the same behaviour without the warning. Pinned memory only speeds up copies
+    to a GPU, and torch's data loader warns at every stage when asked for it without one.
     """
     if "activation_checkpointing" not in options and "gradient_checkpointing" not in options:
         options = {**options, "activation_checkpointing": True}
+    if "dataloader_pin_memory" not in options and not _accelerator_available():
+        options = {**options, "dataloader_pin_memory": False}
     return options
+
+
+def _accelerator_available() -> bool:
+    import torch
+
+    if hasattr(torch, "accelerator"):  # what the data loader itself asks (torch >= 2.6)
+        return bool(torch.accelerator.is_available())
+    return torch.cuda.is_available()
 
 
 def _instantiate(config_cls: type, section: str, **options: Any) -> Any:

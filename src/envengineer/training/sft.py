@@ -138,6 +138,7 @@ def sft(
         "kind": "sft",
         "model": model_path,
         "prompt_style": style,
+        "target": resolved.resolve_target(model_path),
         "checkpoint": str(checkpoint),
         "instances": len(instances),
         "longest_prompt_tokens": longest,
@@ -164,7 +165,10 @@ def _sft_dataset(
     from datasets import Dataset
 
     rows = sft_rows(
-        instances, chat_template_kwargs=resolved.chat_template_kwargs, style=style, target=resolved.target
+        instances,
+        chat_template_kwargs=resolved.chat_template_kwargs,
+        style=style,
+        target=resolved.resolve_target(model_path),
     )
     tokenizer = load_tokenizer(model_path)
     longest = check_prompt_lengths(

@@ -103,9 +103,13 @@ def cache_dir(exp: Experiment, instances: Sequence[Instance]) -> Path:
         preset = load_preset(exp.warm_start.preset, "sft").model_dump(mode="json")
     except Exception:  # the preset's name stands in when it cannot be read here
         preset = exp.warm_start.preset
+    from envengineer.models.small_policy import DEFAULT_FORMAT, is_policy_name
+
     key = {
         "version": __version__,
         "model": exp.model,
+        # policy:SIZE starts from the current default format: a new default is a new warm-start
+        "policy_format": DEFAULT_FORMAT if is_policy_name(exp.model) else None,
         "warm_start": exp.warm_start.model_dump(mode="json", exclude={"enabled", "cache"}),
         "preset": preset,
         "seed": exp.seeds.training if exp.warm_start.seed is None else exp.warm_start.seed,

@@ -1,0 +1,205 @@
+"""Policy formats: each format's tokenizer, its embedding initialisation, its SFT target and its record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from envengineer.errors import ConfigError  # noqa: E402
+from envengineer.mapf.benchmark import load_benchmark  # noqa: E402
+from envengineer.mapf.instance import Instance  # noqa: E402
+from envengineer.mapf.parser import parse_plan  # noqa: E402
+from envengineer.mapf.prompt import build_messages  # noqa: E402
+from envengineer.mapf.solver import paths_to_actions, solve_instance  # noqa: E402
+from envengineer.mapf.validator import validate, validate_plan  # noqa: E402
+from envengineer.models.small_policy import (  # noqa: E402
+    DEFAULT_FORMAT,
+    FORMAT_KEY,
+    POLICY_FORMATS,
+    build_tokenizer,
+    init_policy,
+    named_policy_path,
+    policy_format_of,
+)
+from envengineer.training.dataset import SFT_TARGETS, target_response, wait_instead_of_detours  # noqa: E402
+from envengineer.training.presets import SFTPreset, load_preset  # noqa: E402
+
+
+def _sample(step: int = 13) -> list[Instance]:
+    return load_benchmark()[::step]
+
+
+@pytest.mark.parametrize("cells", ["atomic", "split"])
+def test_every_prompt_and_every_target_round_trips(cells: str) -> None:
+    tokenizer = build_tokenizer(cells=cells)
+    for inst in _sample():
+        texts = [m["content"] for style in ("full", "compact") for m in build_messages(inst, style=style)]
+        texts += [target_response(inst, target) for target in SFT_TARGETS]
+        for text in texts:
+            ids = tokenizer.encode(text)
+            assert tokenizer.unk_token_id not in ids, (inst.id, text[:40])
+            assert tokenizer.decode(ids) == text, (inst.id, text[:40])
+
+
+def test_a_cell_is_one_token_or_a_row_and_a_column() -> None:
+    atomic, split = build_tokenizer(cells="atomic"), build_tokenizer(cells="split")
+    assert atomic.convert_ids_to_tokens(atomic.encode("H (0,1) (15,15)")) == ["H", " (0,1)", " (15,15)"]
+    assert split.convert_ids_to_tokens(split.encode("H (0,1) (15,15)")) == ["H", " (0", ",1)", " (15", ",15)"]
+    assert split.convert_ids_to_tokens(split.encode("A0 (3,4) UP")) == ["A", "0", " (3", ",4)", " UP"]
+    # out-of-range cells and stray pieces fall back to characters and still round-trip
+    for text in ("(16,3) (2,20)", "(3, 4)", ",4) (5", "x(1,2)y"):
+        assert split.decode(split.encode(text)) == text
+    with pytest.raises(ConfigError, match="cell spelling"):
+        build_tokenizer(cells="hex")
+
+
+def test_v1_tokenizer_is_the_one_older_policies_carry() -> None:
+    # Older folders carry their own tokenizer.json; the v1 spelling must not drift from it: the ids of
+    # the first pieces and of a few cells, as the first release wrote them.
+    tok = build_tokenizer(cells="atomic")
+    assert len(tok) == 859
+    assert tok.convert_tokens_to_ids(["<|pad|>", "<|end|>", "<answer>", " (0,0)", " (15,15)"]) == [
+        0,
+        5,
+        6,
+        tok.get_vocab()[" (0,0)"],
+        tok.get_vocab()[" (15,15)"],
+    ]
+    vocab = tok.get_vocab()
+    assert vocab["(15,15)"] + 1 == vocab[" (15,15)"] == len(tok) - 1
+
+
+def test_solver_moves_answer_copies_its_scratchpad_and_is_optimal() -> None:
+    for inst in _sample(7):
+        text = target_response(inst, "solver_moves")
+        assert validate(inst, text).optimal, inst.id
+        think = text.split("<think>\n")[1].split("\n</think>")[0].splitlines()
+        plan = parse_plan(text, inst.num_agents).plan
+        assert len(think) == inst.num_agents
+        for i, line in enumerate(think):
+            words = line.split()
+            assert words[0] == f"A{i}"
+            cells, moves = words[1::2], words[2::2]
+            assert moves == list(plan[i]), (inst.id, line)
+            assert cells[0] == f"({inst.starts[i][0]},{inst.starts[i][1]})"
+            if moves:
+                assert cells[-1] == f"({inst.goals[i][0]},{inst.goals[i][1]})"
+
+
+def test_a_detour_becomes_waits_only_where_the_plan_stays_valid() -> None:
+    # 3x3 board. A1 walks along row 0 from (0,0) through (0,1), A0's start: A0 must step aside.
+    grid = ("...",) * 3
+    inst = Instance("x", grid, ((0, 1), (0, 0)), ((0, 2), (1, 2)), 6, 3, 4)
+    dodge = [(0, 1), (1, 1), (0, 1), (0, 2)]  # down and back up: waiting at (0,1) would collide at t=1
+    a1 = [(0, 0), (0, 1), (0, 2), (1, 2)]
+    assert validate_plan(inst, paths_to_actions([dodge, a1])).valid
+    assert wait_instead_of_detours(inst, [dodge, a1]) == [dodge, a1]
+    # A lone agent's detour costs what waiting costs: it becomes waits.
+    alone = Instance("y", grid, ((0, 0),), ((0, 1),), 1, 1, 1)
+    assert wait_instead_of_detours(alone, [[(0, 0), (1, 0), (0, 0), (0, 1)]]) == [
+        [(0, 0), (0, 0), (0, 0), (0, 1)]
+    ]
+    # A detour that is not needed (A1 keeps to row 2) becomes waits beside another agent too.
+    free = Instance("z", grid, ((0, 1), (2, 0)), ((0, 2), (2, 2)), 5, 3, 3)
+    wander, row2 = [(0, 1), (0, 0), (0, 1), (0, 2)], [(2, 0), (2, 1), (2, 2)]
+    assert validate_plan(free, paths_to_actions([wander, row2])).valid
+    assert wait_instead_of_detours(free, [wander, row2]) == [[(0, 1)] * 3 + [(0, 2)], row2]
+
+
+def test_wait_instead_of_detours_never_costs_more_nor_breaks_a_plan() -> None:
+    for inst in _sample(5):
+        paths = solve_instance(inst).paths
+        fixed = wait_instead_of_detours(inst, paths)
+        verdict = validate_plan(inst, paths_to_actions(fixed))
+        assert verdict.valid and verdict.optimal, inst.id
+
+
+@pytest.mark.parametrize("name", list(POLICY_FORMATS))
+def test_every_format_is_recorded_and_read_back(name: str, tmp_path: Path) -> None:
+    folder = init_policy(tmp_path / name, policy_format=name)
+    assert json.loads((folder / "config.json").read_text())[FORMAT_KEY] == name
+    assert policy_format_of(folder) == POLICY_FORMATS[name]
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    expected = build_tokenizer(cells=POLICY_FORMATS[name].cells)
+    assert tok.get_vocab() == expected.get_vocab()
+
+
+def test_coordinate_embeddings_are_a_row_plus_a_column(tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    def embeddings(name: str) -> tuple:
+        folder = init_policy(tmp_path / name, policy_format=name)
+        return load_file(folder / "model.safetensors")["model.embed_tokens.weight"], build_tokenizer(
+            cells=POLICY_FORMATS[name].cells
+        ).get_vocab()
+
+    def corners(weight, vocab, space: str = "") -> torch.Tensor:
+        e = {rc: weight[vocab[f"{space}({rc[0]},{rc[1]})"]] for rc in ((1, 2), (3, 4), (1, 4), (3, 2))}
+        return e[(1, 2)] + e[(3, 4)] - e[(1, 4)] - e[(3, 2)]
+
+    coordinates = [
+        n for n, f in POLICY_FORMATS.items() if f.embeddings == "coordinates" and f.cells == "atomic"
+    ]
+    randoms = [n for n, f in POLICY_FORMATS.items() if f.embeddings == "random"]
+    weight, vocab = embeddings(coordinates[0])
+    assert torch.allclose(corners(weight, vocab), torch.zeros(weight.shape[1]), atol=1e-6)
+    assert torch.allclose(corners(weight, vocab, " "), torch.zeros(weight.shape[1]), atol=1e-6)
+    # neighbouring rows start closer than distant ones, and the spread is the initialiser's
+    up = torch.dist(weight[vocab["(4,4)"]], weight[vocab["(3,4)"]])
+    far = torch.dist(weight[vocab["(4,4)"]], weight[vocab["(12,4)"]])
+    assert up < far
+    cells = torch.stack([weight[vocab[f"({r},{c})"]] for r in range(16) for c in range(16)])
+    assert 0.01 < float(cells.std()) < 0.04
+    weight, vocab = embeddings(randoms[0])
+    assert corners(weight, vocab).abs().max() > 1e-3
+
+
+def test_sft_target_null_takes_the_policys_scratchpad(tmp_path: Path) -> None:
+    preset = load_preset("sft-small", "sft")
+    assert preset.target is None
+    for name, spec in POLICY_FORMATS.items():
+        folder = init_policy(tmp_path / name, policy_format=name)
+        assert preset.resolve_target(str(folder)) == spec.scratchpad
+    assert SFTPreset.model_validate({"target": "solver"}).resolve_target(str(folder)) == "solver"
+    assert SFTPreset.model_validate({"target": None}).resolve_target("some/hub-id") == "solver"
+
+
+def test_a_folder_made_before_formats_keeps_v1(tmp_path: Path) -> None:
+    folder = init_policy(tmp_path / "old", policy_format="v1")
+    config = json.loads((folder / "config.json").read_text())
+    del config[FORMAT_KEY]  # what a policy made before formats were recorded holds
+    (folder / "config.json").write_text(json.dumps(config))
+    assert policy_format_of(folder) == POLICY_FORMATS["v1"]
+    assert load_preset("sft-small", "sft").resolve_target(str(folder)) == "solver_path"
+    from envengineer.models.hf import HFBackend
+
+    assert HFBackend(str(folder)).prompt_style == "compact"
+
+
+def test_unknown_format_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown policy format"):
+        init_policy(tmp_path / "x", policy_format="v9")
+    folder = init_policy(tmp_path / "p")
+    config = json.loads((folder / "config.json").read_text())
+    config[FORMAT_KEY] = "v9"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="unknown policy format"):
+        policy_format_of(folder)
+
+
+def test_the_cache_key_names_the_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVENGINEER_CACHE", str(tmp_path))
+    old = tmp_path / "policies" / "tiny-seed0"  # where an older release cached policy:tiny
+    init_policy(old, policy_format="v1")
+    path = named_policy_path("policy:tiny")
+    assert path == tmp_path / "policies" / f"tiny-{DEFAULT_FORMAT}-seed0" != old
+    assert policy_format_of(path) == POLICY_FORMATS[DEFAULT_FORMAT]
+    assert np.isfinite(len(list(path.iterdir())))
