@@ -229,3 +229,13 @@ def test_plan_counts_the_same_steps_on_one_and_eight_gpus() -> None:
     )
     with pytest.raises(ConfigError, match="does not split over 3 processes"):
         preflight(three)
+
+
+def test_memory_is_pinned_only_where_an_accelerator_takes_the_copies(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    for kind, name in (("sft", "sft-small"), ("grpo", "grpo-small")):
+        config = load_preset(name, kind).build_config(output_dir=tmp_path / name)
+        assert config.dataloader_pin_memory is torch.accelerator.is_available(), name
+    pinned = load_preset({"kind": "sft", "sft": {"dataloader_pin_memory": True, "bf16": False}}, "sft")
+    assert pinned.build_config(output_dir=tmp_path / "p").dataloader_pin_memory is True  # a preset's own word
