@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from envengineer.mapf.benchmark import build_set
 from envengineer.mapf.instance import save_instances
@@ -42,3 +43,21 @@ def rehash_ledger(run: Path) -> None:
         d["hashes"] = {k: file_digest(run / k) for k in d.get("hashes", {})}
         lines.append(json.dumps(d) + "\n")
     (run / "ledger.jsonl").write_text("".join(lines))
+
+
+def small_experiment(bench: Path, name: str, policy: str = "scripted:greedy", **over: Any) -> Any:
+    """A two-round scripted run over the small sets (seconds): the trust tests' damaged runs start from it."""
+    from envengineer.loop.experiment import Experiment
+
+    return Experiment.model_validate(
+        {
+            "name": name,
+            "policy": policy,
+            "rounds": 2,
+            "samples_per_round": 6,
+            "validation": {"per_cell": 1, "agents": [3], "max_size": 4},
+            "evaluation": {"batch_size": 4, "benchmark_path": str(bench)},
+            "engineer": {"kind": "random"},
+            **over,
+        }
+    )

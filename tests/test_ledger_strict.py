@@ -14,23 +14,13 @@ from envengineer.loop.experiment import Experiment
 from envengineer.loop.integrity import DamagedRunError
 from envengineer.loop.rundir import RunDir, read_json
 from envengineer.loop.runner import run_experiment
-from small_sets import write_small_sets
+from small_sets import small_experiment, write_small_sets
 
 pytest.importorskip("envengineer.evaluation")
 
 
 def _experiment(bench: Path, name: str = "t-ledger") -> Experiment:
-    return Experiment.model_validate(
-        {
-            "name": name,
-            "policy": "scripted:greedy",
-            "rounds": 2,
-            "samples_per_round": 6,
-            "validation": {"per_cell": 1, "agents": [3], "max_size": 4},
-            "evaluation": {"batch_size": 4, "benchmark_path": str(bench)},
-            "engineer": {"kind": "random"},
-        }
-    )
+    return small_experiment(bench, name)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from envengineer.cli import main
 from envengineer.loop.experiment import Experiment
 from envengineer.loop.rundir import RunDir, read_json
 from envengineer.loop.runner import run_experiment
-from small_sets import rehash_ledger, write_small_sets
+from small_sets import rehash_ledger, small_experiment, write_small_sets
 
 pytest.importorskip("envengineer.evaluation")
 
@@ -28,18 +28,7 @@ PLUMBING = ROOT / "experiments" / "cpu" / "plumbing.yaml"
 
 
 def _experiment(bench: Path, policy: str, **over: Any) -> Experiment:
-    return Experiment.model_validate(
-        {
-            "name": "t-trust",
-            "policy": policy,
-            "rounds": 2,
-            "samples_per_round": 6,
-            "validation": {"per_cell": 1, "agents": [3], "max_size": 4},
-            "evaluation": {"batch_size": 4, "benchmark_path": str(bench)},
-            "engineer": {"kind": "random"},
-            **over,
-        }
-    )
+    return small_experiment(bench, over.pop("name", "t-trust"), policy, **over)
 
 
 @pytest.fixture(scope="module")
