@@ -38,12 +38,12 @@ from typing import Any
 
 import numpy as np
 
+from bench_grpo import answer  # greedy answers of a checkpoint, in batches of 64
 from envengineer.mapf.benchmark import build_validation_set
 from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.generator import generate_cell, generate_round
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.policies import respond
-from envengineer.mapf.prompt import build_messages
 from envengineer.mapf.validator import validate
 from envengineer.models.small_policy import DEFAULT_FORMAT, POLICY_FORMATS, init_policy
 from envengineer.training.presets import load_preset
@@ -149,20 +149,6 @@ def score(instances: list[Instance], texts: list[str]) -> dict[str, Any]:
     }
 
 
-def answer(model: Any, tokenizer: Any, instances: list[Instance], max_new_tokens: int) -> list[str]:
-    """Greedy answers of an in-memory model, in batches of 64, in the compact prompt style."""
-    from envengineer.models import SamplingParams
-    from envengineer.models.hf import HFBackend
-
-    backend = HFBackend.from_model(model, tokenizer, name="warm-start")
-    params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
-    texts: list[str] = []
-    for lo in range(0, len(instances), 64):
-        conversations = [build_messages(i, style="compact") for i in instances[lo : lo + 64]]
-        texts += [c.text for c in backend.generate(conversations, params)]
-    return texts
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -202,15 +188,12 @@ def main(argv: list[str] | None = None) -> int:
         def __init__(self) -> None:
             self.start = 0.0
             self.tokens = 0
-            self.model: Any = None
-            self.tokenizer: Any = None
 
         def on_train_begin(self, targs, state, control, **kw):
             self.start = time.perf_counter()
 
-        def on_step_end(self, targs, state, control, model=None, processing_class=None, **kw):
+        def on_step_end(self, targs, state, control, **kw):
             self.tokens = int(state.num_input_tokens_seen or 0)
-            self.model, self.tokenizer = model, processing_class
             if time.perf_counter() - self.start >= args.minutes * 60:
                 control.should_training_stop = True
 
@@ -226,10 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     train_s = result.metrics["timing"].get("train_s") or (time.perf_counter() - budget.start)
     losses = [r["loss"] for r in result.metrics["log_history"] if "loss" in r]
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(result.checkpoint).eval()
-    tokenizer = AutoTokenizer.from_pretrained(result.checkpoint)
+    tokenizer = AutoTokenizer.from_pretrained(result.checkpoint)  # to count the answers' tokens
     record: dict[str, Any] = {
         "args": {k: str(v) for k, v in vars(args).items()},
         "format": args.format,
@@ -246,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for k, instances in sets.items():
         t1 = time.perf_counter()
-        texts = answer(model, tokenizer, instances, preset["max_completion_length"])
+        texts = answer(str(result.checkpoint), instances, preset["max_completion_length"])
         lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
         policy_score = score(instances, texts)
         rng = np.random.default_rng(0)
