@@ -235,7 +235,7 @@ class GRPOPreset(_Preset):
         """
         from trl import GRPOConfig
 
-        options = _with_checkpointing_default(self.trl_options())
+        options = _with_quiet_defaults(self.trl_options())
         if self.completions_per_step is not None:
             micro, accum = self.batch_shape(world_size())
             options["per_device_train_batch_size"] = micro
@@ -301,7 +301,7 @@ class SFTPreset(_Preset):
         """
         from trl import SFTConfig
 
-        options = _with_checkpointing_default(self.trl_options())
+        options = _with_quiet_defaults(self.trl_options())
         max_length = None
         if self.max_prompt_length is not None:
             max_length = self.max_prompt_length + self.max_completion_length
@@ -356,9 +356,9 @@ def world_size() -> int:
         return 1
 
 
-def _with_checkpointing_default(options: dict[str, Any]) -> dict[str, Any]:
-    """Spell TRL's default (checkpointing on) with transformers 5's name, ``activation_checkpointing``;
-    on a machine without an accelerator, leave memory unpinned.
+def _with_quiet_defaults(options: dict[str, Any]) -> dict[str, Any]:
+    """The trainers' defaults without their warnings: TRL's checkpointing spelled with transformers 5's
+    name, ``activation_checkpointing``, and, on a machine without an accelerator, memory left unpinned.
 
     TRL sets the deprecated ``gradient_checkpointing`` to True, which warns on every run; a preset that
     sets neither name gets the same behaviour without the warning. Pinned memory only speeds up copies
