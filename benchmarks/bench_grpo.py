@@ -1,13 +1,21 @@
 """GRPO on the small policy, measured: does a round improve the warm-start, and which settings do?
 
-Two commands:
+Four commands:
 
-``warm``   trains one warm-start (``policy init`` + ``sft-small``) on 2- and 3-agent boards and scores it.
-``sweep``  runs GRPO variants x seeds from that warm-start and scores each result greedily on a fixed
-           held-out validation set; prints per variant the mean gain over the warm-start in valid and
-           optimal points with a 95 % bootstrap interval over seeds, plus the sampled diagnostics. The
-           runs go in lanes: one process per core at a time, each on its share of the cores as torch
-           and BLAS threads (``--lanes 1``: one after another in this process).
+``warm``      trains one warm-start (``policy init`` + ``sft-small``) on 2- and 3-agent boards and scores it.
+``sweep``     runs GRPO variants x seeds from that warm-start and scores each result greedily on a fixed
+              held-out validation set; prints per variant the mean gain over the warm-start in valid and
+              optimal points with a 95 % bootstrap interval over seeds, plus the sampled diagnostics. The
+              runs go in lanes: one process per core at a time, each on its share of the cores as torch
+              and BLAS threads (``--lanes 1``: one after another in this process).
+``table``     the sweep table of several ``sweep --json`` files.
+``transfer``  does a gain carry to boards never trained on? Runs one variant x seeds (in lanes) and
+              scores the warm-start and each result greedily, board by board, on four sets: a sample of
+              the run's own training boards (``--train-eval``, chosen by seed, distinct layouts), the
+              two-agent held-out set, and one- and three-agent held-out sets (``--per-cell`` // 2).
+              Prints per set the warm and mean after rates and the mean paired gain with a 95 %
+              bootstrap interval over seeds and boards (:func:`paired_gain`). ``--boards N`` trains on
+              N boards cycled over the steps' prompts (several passes), 0 a fresh board per prompt.
 
 The held-out set is benchmark-shaped (``build_validation_set``: wait subsets 25/50/75 %, hole ratio
 uniform in [0, 0.5], seeds disjoint from the benchmark): two agents, sizes 3-8, ``--per-cell`` boards per
@@ -19,6 +27,8 @@ Usage::
     python benchmarks/bench_grpo.py warm --out runs/bench-grpo/warm
     python benchmarks/bench_grpo.py sweep --warm runs/bench-grpo/warm/sft/checkpoint \\
         --variants preset,sparse-drgrpo --seeds 0,1,2 --steps 150 --json runs/bench-grpo/sweep.json
+    python benchmarks/bench_grpo.py transfer --warm runs/bench-grpo/warm/sft/checkpoint \\
+        --variant preset --seeds 0,1,2 --steps 150 --boards 300 --json runs/bench-grpo/transfer.json
 """
 
 from __future__ import annotations
@@ -30,17 +40,17 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from envengineer.loop.intervals import bootstrap_mean
+from envengineer.loop.intervals import LEVEL, RESAMPLES, SEED, bootstrap_mean
 from envengineer.mapf.benchmark import build_validation_set
 from envengineer.mapf.config import RoundConfig
-from envengineer.mapf.generator import generate_round
+from envengineer.mapf.generator import generate_cell, generate_round
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.prompt import build_messages
 from envengineer.mapf.validator import validate
@@ -94,34 +104,59 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # four times the prompts per step (32 x 8): a less noisy gradient for about the same wall time per step
     "big-lr1e-4": {
         "reward_shape": "sparse",
-        "grpo": {"learning_rate": 1e-4, "temperature": 1.0, "loss_type": "dr_grpo", "scale_rewards": "none",
-                 "per_device_train_batch_size": 256},
+        "grpo": {
+            "learning_rate": 1e-4,
+            "temperature": 1.0,
+            "loss_type": "dr_grpo",
+            "scale_rewards": "none",
+            "per_device_train_batch_size": 256,
+        },
         "dynamic_sampling": {"enabled": False},
     },
     "big-lr3e-5": {
         "reward_shape": "sparse",
-        "grpo": {"learning_rate": 3e-5, "temperature": 1.0, "loss_type": "dr_grpo", "scale_rewards": "none",
-                 "per_device_train_batch_size": 256},
+        "grpo": {
+            "learning_rate": 3e-5,
+            "temperature": 1.0,
+            "loss_type": "dr_grpo",
+            "scale_rewards": "none",
+            "per_device_train_batch_size": 256,
+        },
         "dynamic_sampling": {"enabled": False},
     },
     # lower learning rates with a short warm-up: Adam's first steps move every weight by about the rate,
     # whatever the gradient's signal-to-noise (10 steps at 1e-4 already cost 2.8 optimal points)
     "lr3e-5": {
         "reward_shape": "sparse",
-        "grpo": {"learning_rate": 3e-5, "temperature": 1.0, "loss_type": "dr_grpo", "scale_rewards": "none",
-                 "warmup_steps": 10},
+        "grpo": {
+            "learning_rate": 3e-5,
+            "temperature": 1.0,
+            "loss_type": "dr_grpo",
+            "scale_rewards": "none",
+            "warmup_steps": 10,
+        },
         "dynamic_sampling": {"enabled": False},
     },
     "lr3e-5-t07": {
         "reward_shape": "sparse",
-        "grpo": {"learning_rate": 3e-5, "temperature": 0.7, "loss_type": "dr_grpo", "scale_rewards": "none",
-                 "warmup_steps": 10},
+        "grpo": {
+            "learning_rate": 3e-5,
+            "temperature": 0.7,
+            "loss_type": "dr_grpo",
+            "scale_rewards": "none",
+            "warmup_steps": 10,
+        },
         "dynamic_sampling": {"enabled": False},
     },
     "lr1e-5-t07": {
         "reward_shape": "sparse",
-        "grpo": {"learning_rate": 1e-5, "temperature": 0.7, "loss_type": "dr_grpo", "scale_rewards": "none",
-                 "warmup_steps": 10},
+        "grpo": {
+            "learning_rate": 1e-5,
+            "temperature": 0.7,
+            "loss_type": "dr_grpo",
+            "scale_rewards": "none",
+            "warmup_steps": 10,
+        },
         "dynamic_sampling": {"enabled": False},
     },
     # many small steps: the seeds' spread of where the weights drift shrinks only with the number of samples
@@ -129,14 +164,25 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # rate, with or without a KL anchor that pulls the noise back towards the warm-start
     "long-lr2e-5": {
         "reward_shape": "sparse",
-        "grpo": {"learning_rate": 2e-5, "temperature": 1.0, "loss_type": "dr_grpo", "scale_rewards": "none",
-                 "warmup_steps": 20},
+        "grpo": {
+            "learning_rate": 2e-5,
+            "temperature": 1.0,
+            "loss_type": "dr_grpo",
+            "scale_rewards": "none",
+            "warmup_steps": 20,
+        },
         "dynamic_sampling": {"enabled": False},
     },
     "long-lr2e-5-beta": {
         "reward_shape": "sparse",
-        "grpo": {"learning_rate": 2e-5, "temperature": 1.0, "loss_type": "dr_grpo", "scale_rewards": "none",
-                 "warmup_steps": 20, "beta": 0.04},
+        "grpo": {
+            "learning_rate": 2e-5,
+            "temperature": 1.0,
+            "loss_type": "dr_grpo",
+            "scale_rewards": "none",
+            "warmup_steps": 20,
+            "beta": 0.04,
+        },
         "dynamic_sampling": {"enabled": False},
     },
     "sparse-dapo-t07-dyn": {
@@ -159,22 +205,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     w.add_argument("--steps", type=int, default=2000)
     w.add_argument("--seed", type=int, default=0)
     s = sub.add_parser("sweep", help="GRPO variants x seeds from one warm-start")
-    s.add_argument("--warm", type=Path, required=True, help="the warm-start checkpoint folder")
     s.add_argument("--variants", default="old,sparse-drgrpo")
-    s.add_argument("--seeds", default="0,1,2")
-    s.add_argument("--steps", type=int, default=150)
-    s.add_argument("--sizes", default="3,4,5,6,7,8", help="training sizes (uniform data ratio)")
-    s.add_argument("--hole-ratio", type=float, default=0.25)
-    s.add_argument("--wait-ratio", type=float, default=0.5)
-    s.add_argument("--out", type=Path, default=Path("runs/bench-grpo"))
-    s.add_argument("--json", type=Path, default=None)
-    s.add_argument(
-        "--lanes",
-        type=int,
-        default=0,
-        help="runs at once, each in its own process (0: one per core; 1: one after another in this process)",
-    )
-    for q in (w, s):
+    x = sub.add_parser("transfer", help="one variant x seeds: gains on trained-on and held-out boards")
+    x.add_argument("--variant", default="preset", choices=list(VARIANTS))
+    x.add_argument("--train-eval", type=int, default=288, help="trained-on boards scored (at most)")
+    for q in (s, x):
+        q.add_argument("--warm", type=Path, required=True, help="the warm-start checkpoint folder")
+        q.add_argument("--seeds", default="0,1,2")
+        q.add_argument("--steps", type=int, default=150)
+        q.add_argument("--sizes", default="3,4,5,6,7,8", help="training sizes (uniform data ratio)")
+        q.add_argument("--hole-ratio", type=float, default=0.25)
+        q.add_argument("--wait-ratio", type=float, default=0.5)
+        q.add_argument(
+            "--boards",
+            type=int,
+            default=0,
+            help="distinct training boards, cycled over steps x prompts per step (0: a fresh one per prompt)",
+        )
+        q.add_argument("--out", type=Path, default=Path("runs/bench-grpo"))
+        q.add_argument("--json", type=Path, default=None)
+        q.add_argument(
+            "--lanes",
+            type=int,
+            default=0,
+            help="runs at once, each in its own process (0: one per core; 1: one after another here)",
+        )
+    x.set_defaults(out=Path("runs/bench-grpo/transfer"))  # apart from the sweep's runs of the same name
+    for q in (w, s, x):
         q.add_argument("--per-cell", type=int, default=16, help="held-out boards per size and subset")
         q.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     t = sub.add_parser("table", help="the sweep table of several --json files (runs in parallel processes)")
@@ -183,7 +240,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def held_out(per_cell: int, agents: int = 2, max_size: int = 8) -> list[Instance]:
-    """The fixed held-out set: ``agents`` agents, sizes ``agents``..``max_size`` (min 3), 3 wait subsets."""
+    """The fixed held-out set: ``agents`` agents, sizes 3..``max_size``, ``per_cell`` boards per size and
+    wait subset (25/50/75 % need a wait).
+
+    One agent never needs a wait: ``3 * per_cell`` boards per size, none waiting, drawn as
+    ``bench_warm_start.py`` draws its one-agent set (same seed, so the two scripts score the same boards).
+    """
+    if agents == 1:
+        return [
+            inst
+            for n in range(3, max_size + 1)
+            for inst in generate_cell(
+                num_agents=1,
+                size=n,
+                count=3 * per_cell,
+                wait_count=0,
+                seed=20261205,
+                split="validation",
+                id_prefix=f"1agent_{n}x{n}",
+            )
+        ]
     return build_validation_set(per_cell, agents=(agents,), min_size=3, max_size=max_size, workers=1)
 
 
@@ -270,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    return {"warm": cmd_warm, "sweep": cmd_sweep, "table": cmd_table}[args.command](args)
+    commands = {"warm": cmd_warm, "sweep": cmd_sweep, "table": cmd_table, "transfer": cmd_transfer}
+    return commands[args.command](args)
 
 
 def variant_preset(name: str, steps: int) -> dict[str, Any]:
@@ -303,20 +380,49 @@ def train_data(
     return generate_round(config, 1000 + seed, split="train", exclude=exclude)
 
 
+def cycled(boards: list[Instance], prompts: int) -> list[Instance]:
+    """``prompts`` training prompts that repeat ``boards`` in order (passes over the same boards).
+
+    >>> cycled(["a", "b"], 5)
+    ['a', 'b', 'a', 'b', 'a']
+    """
+    return [boards[i % len(boards)] for i in range(prompts)]
+
+
+def per_step(preset: dict[str, Any]) -> int:
+    """Prompts per optimizer step: the batch's completions over the group size."""
+    return preset["grpo"]["per_device_train_batch_size"] // preset["grpo"]["num_generations"]
+
+
+def training_boards(
+    args: argparse.Namespace, preset: dict[str, Any], seed: int, exclude: frozenset[str]
+) -> list[Instance]:
+    """A run's prompts, steps x prompts per step: ``--boards`` boards cycled, or (0) a fresh board each."""
+    sizes = [int(s) for s in args.sizes.split(",")]
+    prompts = args.steps * per_step(preset)
+    boards = train_data(args.boards or prompts, sizes, args.hole_ratio, args.wait_ratio, seed, exclude)
+    return cycled(boards, prompts)
+
+
+def train_one(
+    args: argparse.Namespace, variant: str, seed: int, exclude: frozenset[str]
+) -> tuple[Any, list[Instance], float]:
+    """One GRPO round from ``--warm``: its result, the prompts it was given, and its minutes."""
+    from envengineer.training.grpo import train_round
+
+    preset = variant_preset(variant, args.steps)
+    instances = training_boards(args, preset, seed, exclude)
+    t0 = time.perf_counter()
+    out = args.out / f"{variant}-s{seed}"
+    result = train_round(str(args.warm), instances, out_dir=out, preset=preset, seed=seed)
+    return result, instances, (time.perf_counter() - t0) / 60
+
+
 def run_one(
     args: argparse.Namespace, variant: str, seed: int, validation: list, warm: dict
 ) -> dict[str, Any]:
-    from envengineer.training.grpo import train_round
-
-    exclude = frozenset(i.board_hash() for i in validation)
-    sizes = [int(s) for s in args.sizes.split(",")]
-    preset = variant_preset(variant, args.steps)
-    per_step = preset["grpo"]["per_device_train_batch_size"] // preset["grpo"]["num_generations"]
-    instances = train_data(args.steps * per_step, sizes, args.hole_ratio, args.wait_ratio, seed, exclude)
-    out = args.out / f"{variant}-s{seed}"
-    t0 = time.perf_counter()
-    result = train_round(str(args.warm), instances, out_dir=out, preset=preset, seed=seed)
-    minutes = (time.perf_counter() - t0) / 60
+    """One ``sweep`` run: train, score the result on the held-out set, and the round's diagnostics."""
+    result, _, minutes = train_one(args, variant, seed, frozenset(i.board_hash() for i in validation))
     after = score(validation, answer(str(result.checkpoint), validation))
     history = result.metrics["log_history"]
     entropy = [e["entropy"] for e in history if "entropy" in e]
@@ -352,8 +458,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         flush=True,
     )
     runs: list[dict[str, Any]] = []
-    jobs = [(variant, seed) for variant in variants for seed in seeds]
-    for row in finished_runs(args, jobs, validation, warm):
+    jobs = [(variant, seed, validation, warm) for variant in variants for seed in seeds]
+    for row in finished_runs(args, run_one, jobs):
         runs.append(row)
         print(json.dumps({k: v for k, v in row.items() if k not in ("probe", "sampled")}), flush=True)
         if args.json:
@@ -368,17 +474,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def finished_runs(
-    args: argparse.Namespace, jobs: list[tuple[str, int]], validation: list, warm: dict
+    args: argparse.Namespace, work: Callable[..., dict[str, Any]], jobs: list[tuple]
 ) -> Iterator[dict[str, Any]]:
-    """The rows of the (variant, seed) runs as they finish, in lanes of processes or in this process.
+    """The rows ``work(args, *job)`` of the runs as they finish, in lanes of processes or in this process.
 
     Two torch processes that each take every core lose most of their time to each other; one thread per
     core each runs them side by side at nearly full speed.
     """
     lanes = min(args.lanes or usable_cpus(), len(jobs))
     if lanes <= 1:
-        for variant, seed in jobs:
-            yield run_one(args, variant, seed, validation, warm)
+        for job in jobs:
+            yield work(args, *job)
         return
     threads = args.threads or max(1, usable_cpus() // lanes)
     # the lanes' processes start with this environment (numpy loads OpenBLAS before any initializer runs);
@@ -387,7 +493,7 @@ def finished_runs(
     spawn = multiprocessing.get_context("spawn")  # fresh interpreters: no torch state forked mid-use
     print(f"# {len(jobs)} runs in {lanes} lanes of {threads} thread(s)", flush=True)
     with ProcessPoolExecutor(lanes, mp_context=spawn, initializer=_start_lane, initargs=(threads,)) as pool:
-        futures = [pool.submit(run_one, args, variant, seed, validation, warm) for variant, seed in jobs]
+        futures = [pool.submit(work, args, *job) for job in jobs]
         for future in as_completed(futures):
             yield future.result()
 
@@ -430,6 +536,210 @@ def cmd_table(args: argparse.Namespace) -> int:
         return 2
     print_table(runs, list(dict.fromkeys(r["variant"] for r in runs)))
     return 0
+
+
+# -- transfer -----------------------------------------------------------------------------------------------
+TRAINED = "trained-on"
+#: The transfer table's rows, in order.
+SETS = (TRAINED, "held-out 2 agents", "held-out 1 agent", "held-out 3 agents")
+
+
+def transfer_sets(per_cell: int) -> dict[str, tuple[list[Instance], int]]:
+    """The held-out sets of ``transfer`` with their answer lengths (three agents' plans are longer)."""
+    fewer = max(1, per_cell // 2)
+    return {
+        "held-out 2 agents": (held_out(per_cell), 200),
+        "held-out 1 agent": (held_out(fewer, agents=1), 200),
+        "held-out 3 agents": (held_out(fewer, agents=3), 300),
+    }
+
+
+def trained_sample(prompts: Sequence[Instance], count: int, seed: int) -> list[Instance]:
+    """At most ``count`` distinct boards (by hash) among the prompts, chosen by ``seed``, in prompt order."""
+    distinct: dict[str, Instance] = {}
+    for inst in prompts:
+        distinct.setdefault(inst.board_hash(), inst)
+    boards = list(distinct.values())
+    rng = np.random.default_rng(np.random.SeedSequence((seed, 0x7EA1)))
+    chosen = rng.choice(len(boards), size=min(count, len(boards)), replace=False)
+    return [boards[i] for i in sorted(chosen.tolist())]
+
+
+def run_transfer(
+    args: argparse.Namespace, seed: int, sets: dict[str, tuple[list[Instance], int]], exclude: frozenset[str]
+) -> dict[str, Any]:
+    """One ``transfer`` seed: train, then the result's flags on every set and the warm-start's on the
+    seed's own trained-on sample (the held-out sets' warm flags are the parent's, the same for all)."""
+    result, prompts, minutes = train_one(args, args.variant, seed, exclude)
+    trained = trained_sample(prompts, args.train_eval, seed)
+    model = str(result.checkpoint)
+    after = {name: score(boards, answer(model, boards, tokens)) for name, (boards, tokens) in sets.items()}
+    after[TRAINED] = score(trained, answer(model, trained))
+    distinct = len({id(i) for i in prompts})  # the boards drawn; layouts may repeat on small sizes
+    return {
+        "seed": seed,
+        "minutes": round(minutes, 2),
+        "prompts": len(prompts),
+        "boards": distinct,
+        "passes": round(len(prompts) / distinct, 2),
+        "warm_trained": _flags(score(trained, answer(str(args.warm), trained))),
+        "after": {name: _flags(after[name]) for name in SETS},
+    }
+
+
+def paired_gain(
+    before: Sequence[Sequence[float]],
+    after: Sequence[Sequence[float]],
+    *,
+    shared_boards: bool,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> dict[str, Any]:
+    """The mean gain ``after - before`` in points over seeds and boards, with a 95 % bootstrap interval.
+
+    ``before[s]`` and ``after[s]`` are seed ``s``'s per-board flags (0/1), paired by position. A seed's
+    gain is the mean of its boards' differences; the gain is the mean over seeds. Each resample draws the
+    seeds with replacement and the boards with replacement: with ``shared_boards`` (every seed scored the
+    same boards, the held-out sets) one draw of board indices serves all seeds, so a board's pairing holds
+    across them; otherwise (each seed's own training boards) each drawn seed draws its own boards. One
+    seed: no interval (``low``/``high`` None), as :func:`_ci` prints it.
+
+    >>> g = paired_gain([[0, 0, 1], [0, 0, 1]], [[1, 0, 1], [1, 1, 1]], shared_boards=True)
+    >>> g["per_seed"], g["mean"], g["warm_pct"], g["after_pct"]
+    ([33.33, 66.67], 50.0, 33.33, 83.33)
+    """
+    diffs = [100 * (np.asarray(a, float) - np.asarray(b, float)) for b, a in zip(before, after, strict=True)]
+    per_seed = [float(d.mean()) for d in diffs]
+    out = {
+        "seeds": len(diffs),
+        "boards": [len(d) for d in diffs],
+        "warm_pct": round(100 * float(np.mean([np.mean(b) for b in before])), 2),
+        "after_pct": round(100 * float(np.mean([np.mean(a) for a in after])), 2),
+        "per_seed": [round(g, 2) for g in per_seed],
+        "mean": round(float(np.mean(per_seed)), 2),
+        "low": None,
+        "high": None,
+    }
+    if len(diffs) > 1:
+        rng = np.random.default_rng(seed)
+        means = (
+            _shared_resamples(diffs, resamples, rng)
+            if shared_boards
+            else _own_resamples(diffs, resamples, rng)
+        )
+        low, high = np.percentile(means, [(100 - LEVEL) / 2, 100 - (100 - LEVEL) / 2])
+        out.update(low=round(float(low), 2), high=round(float(high), 2))
+    return out
+
+
+def _shared_resamples(diffs: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Resampled gains: seeds drawn, and one board draw for all of them (as counts per seed and board)."""
+    d = np.stack(diffs)  # seeds x boards
+    seeds, boards = d.shape
+    w_seed = rng.multinomial(seeds, np.full(seeds, 1 / seeds), size=resamples) / seeds
+    w_board = rng.multinomial(boards, np.full(boards, 1 / boards), size=resamples) / boards
+    return ((w_seed @ d) * w_board).sum(axis=1)
+
+
+def _own_resamples(diffs: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Resampled gains: seeds drawn, and each drawn seed's boards drawn from its own (independently)."""
+    seeds = len(diffs)
+    pick = rng.integers(0, seeds, size=(resamples, seeds))
+    total = np.zeros(resamples)
+    for slot in range(seeds):
+        for s, d in enumerate(diffs):
+            rows = pick[:, slot] == s
+            counts = rng.multinomial(len(d), np.full(len(d), 1 / len(d)), size=int(rows.sum()))
+            total[rows] += counts @ d / len(d)
+    return total / seeds
+
+
+def transfer_table(warm: dict[str, dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per set and metric, :func:`paired_gain` over the runs (warm: the held-out sets' warm flags)."""
+    table: dict[str, Any] = {}
+    for name in SETS:
+        if name == TRAINED:
+            before = {k: [r["warm_trained"][k] for r in runs] for k in ("valid", "optimal")}
+        else:
+            before = {k: [warm[name][k]] * len(runs) for k in ("valid", "optimal")}
+        table[name] = {
+            k: paired_gain(before[k], [r["after"][name][k] for r in runs], shared_boards=name != TRAINED)
+            for k in ("valid", "optimal")
+        }
+    return table
+
+
+def print_transfer(table: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    """The transfer table (percentages; gains in points with 95 % intervals) and one line per seed."""
+    print(
+        "\n| set | boards | warm valid % | warm optimal % | after valid % | after optimal % "
+        "| gain valid (95 % CI) | gain optimal (95 % CI) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name in SETS:
+        v, o = table[name]["valid"], table[name]["optimal"]
+        boards = "/".join(str(b) for b in sorted(set(v["boards"])))
+        print(
+            f"| {name} | {boards} | {v['warm_pct']:.1f} | {o['warm_pct']:.1f} | {v['after_pct']:.1f} "
+            f"| {o['after_pct']:.1f} | {_ci(v)} | {_ci(o)} |"
+        )
+    print()
+    for i, run in enumerate(runs):
+        gains = ", ".join(
+            f"{name} {table[name]['valid']['per_seed'][i]:+.1f}/{table[name]['optimal']['per_seed'][i]:+.1f}"
+            for name in SETS
+        )
+        print(f"- seed {run['seed']} ({run['minutes']:.1f} min), gain valid/optimal: {gains}")
+
+
+def cmd_transfer(args: argparse.Namespace) -> int:
+    seeds = [int(s) for s in args.seeds.split(",")]
+    sets = transfer_sets(args.per_cell)
+    exclude = frozenset(i.board_hash() for boards, _ in sets.values() for i in boards)
+    # the held-out sets' warm flags once, here; each run scores the warm-start on its own trained-on boards
+    warm = {
+        name: score(boards, answer(str(args.warm), boards, tokens)) for name, (boards, tokens) in sets.items()
+    }
+    for name, w in warm.items():
+        print(
+            f"# warm-start on {name} ({len(w['valid'])} boards): "
+            f"valid {w['valid_pct']} % optimal {w['optimal_pct']} %"
+        )
+    prompts = args.steps * per_step(variant_preset(args.variant, args.steps))
+    boards = args.boards or prompts
+    print(
+        f"# training: {boards} boards x {prompts / boards:.2f} passes = {prompts} prompts per seed",
+        flush=True,
+    )
+    runs: list[dict[str, Any]] = []
+    record: dict[str, Any] = {
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "warm": {n: _flags(w) for n, w in warm.items()},
+    }
+    for row in finished_runs(args, run_transfer, [(seed, sets, exclude) for seed in seeds]):
+        runs.append(row)
+        runs.sort(key=lambda r: r["seed"])
+        print(f"# seed {row['seed']} done in {row['minutes']:.1f} min", flush=True)
+        _write(args.json, {**record, "runs": runs})
+    table = transfer_table(record["warm"], runs)
+    print_transfer(table, runs)
+    _write(args.json, {**record, "runs": runs, "table": table})
+    return 0
+
+
+def _flags(s: dict[str, Any]) -> dict[str, Any]:
+    """A score with its per-board flags as 0/1 lists (JSON)."""
+    return {
+        **_public(s),
+        "valid": s["valid"].astype(int).tolist(),
+        "optimal": s["optimal"].astype(int).tolist(),
+    }
+
+
+def _write(path: Path | None, record: dict[str, Any]) -> None:
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=2) + "\n")
 
 
 def _ci(b: dict[str, Any]) -> str:

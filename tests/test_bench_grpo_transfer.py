@@ -1,0 +1,195 @@
+"""``benchmarks/bench_grpo.py transfer``: the paired gain's statistics, the board cycling, the arguments."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_grpo.py"
+_spec = importlib.util.spec_from_file_location("bench_grpo", _SCRIPT)
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+# -- statistics -------------------------------------------------------------------------------------------
+def test_paired_gain_two_seeds_three_boards_by_hand() -> None:
+    # seed 0 gains one board of three (+33.3 points), seed 1 two (+66.7): mean +50
+    g = bench.paired_gain([[0, 0, 1], [0, 0, 1]], [[1, 0, 1], [1, 1, 1]], shared_boards=True)
+    assert g["per_seed"] == [33.33, 66.67]
+    assert g["mean"] == 50.0
+    assert (g["warm_pct"], g["after_pct"]) == (33.33, 83.33)
+    assert (g["seeds"], g["boards"]) == (2, [3, 3])
+    assert 0.0 <= g["low"] < g["mean"] < g["high"] <= 100.0
+
+
+def test_identical_flags_give_zero_gain_and_a_zero_width_interval() -> None:
+    # an unpaired bootstrap (before and after resampled apart) would give a wide interval here
+    flags = [[1, 0, 1, 0, 1], [0, 0, 1, 1, 1]]
+    for shared in (True, False):
+        g = bench.paired_gain(flags, flags, shared_boards=shared)
+        assert (g["mean"], g["low"], g["high"]) == (0.0, 0.0, 0.0)
+        assert g["per_seed"] == [0.0, 0.0]
+
+
+def test_one_seed_has_a_mean_and_no_interval() -> None:
+    g = bench.paired_gain([[0, 1, 0, 0]], [[1, 1, 1, 0]], shared_boards=True)
+    assert (g["mean"], g["low"], g["high"]) == (50.0, None, None)
+    assert bench._ci(g) == "+50.0 [one seed]"
+
+
+def test_own_boards_per_seed_are_resampled_within_each_seed() -> None:
+    # seed A: 2 boards both gained (+100 whatever its boards' draw); seed B: 4 boards, none changed (0).
+    # Seed draws AA, AB, BB give 100, 50, 0 (probabilities 1/4, 1/2, 1/4): the 95 % interval is [0, 100].
+    g = bench.paired_gain([[0, 0], [1, 1, 1, 1]], [[1, 1], [1, 1, 1, 1]], shared_boards=False)
+    assert (g["mean"], g["low"], g["high"]) == (50.0, 0.0, 100.0)
+    assert g["boards"] == [2, 4]
+    assert g["warm_pct"] == 50.0  # mean over seeds of each seed's warm rate
+
+
+def test_shared_boards_keep_the_pairing_across_seeds() -> None:
+    # opposite per-board gains in two seeds: with one board draw for both seeds every resampled mean is
+    # (count A - count B) / 2 x 50 (b0 - b1), i.e. -100, 0 or 100; drawing each seed's boards on its own
+    # also gives +-50 (seed A's board 0 twice, seed B's boards once each)
+    diffs = [np.array([100.0, -100.0]), np.array([-100.0, 100.0])]
+    shared = bench._shared_resamples(diffs, 2000, np.random.default_rng(0))
+    own = bench._own_resamples(diffs, 2000, np.random.default_rng(0))
+    assert set(np.round(shared, 6).tolist()) == {-100.0, 0.0, 100.0}
+    assert {-50.0, 50.0} <= set(np.round(own, 6).tolist())
+    g = bench.paired_gain([[0, 1], [1, 0]], [[1, 0], [0, 1]], shared_boards=True)
+    assert (g["per_seed"], g["mean"], g["low"], g["high"]) == ([0.0, 0.0], 0.0, -100.0, 100.0)
+
+
+def test_transfer_table_pairs_held_out_with_the_parents_warm_flags_and_trained_on_per_seed() -> None:
+    warm = {n: {"valid": [0, 1, 0], "optimal": [0, 0, 0]} for n in bench.SETS[1:]}
+    runs = [
+        {
+            "seed": s,
+            "warm_trained": {"valid": [0] * (2 + s), "optimal": [0] * (2 + s)},  # 2 and 3 boards
+            "after": {
+                bench.TRAINED: {"valid": [1] * (2 + s), "optimal": [0] * (2 + s)},
+                **{n: {"valid": [1, 1, 0], "optimal": [0, 0, 1]} for n in bench.SETS[1:]},
+            },
+        }
+        for s in (0, 1)
+    ]
+    table = bench.transfer_table(warm, runs)
+    assert list(table) == list(bench.SETS)
+    assert table[bench.TRAINED]["valid"]["boards"] == [2, 3]
+    assert table[bench.TRAINED]["valid"]["mean"] == 100.0
+    held = table["held-out 2 agents"]
+    assert (held["valid"]["warm_pct"], held["valid"]["after_pct"], held["valid"]["mean"]) == (
+        33.33,
+        66.67,
+        33.33,
+    )
+    assert held["optimal"]["mean"] == 33.33
+
+
+# -- training boards --------------------------------------------------------------------------------------
+def _train_args(boards: int, steps: int = 3) -> argparse.Namespace:
+    return argparse.Namespace(steps=steps, boards=boards, sizes="3,4", hole_ratio=0.25, wait_ratio=0.5)
+
+
+def test_boards_are_cycled_over_the_prompts_and_exclude_the_held_out_set() -> None:
+    held = bench.held_out(1, max_size=4)
+    exclude = frozenset(i.board_hash() for i in held)
+    preset = bench.variant_preset("preset", 3)
+    per_step = bench.per_step(preset)
+    prompts = bench.training_boards(_train_args(5), preset, seed=0, exclude=exclude)
+    assert len(prompts) == 3 * per_step
+    counts = Counter(i.id for i in prompts)
+    assert len(counts) == 5
+    full, rest = divmod(3 * per_step, 5)
+    assert sorted(counts.values(), reverse=True) == [full + 1] * rest + [full] * (5 - rest)
+    assert all(prompts[i] is prompts[i % 5] for i in range(len(prompts)))  # passes in the same order
+    assert not exclude & {i.board_hash() for i in prompts}
+
+
+def test_no_boards_option_draws_a_fresh_board_per_prompt() -> None:
+    preset = bench.variant_preset("preset", 2)
+    prompts = bench.training_boards(_train_args(0, steps=2), preset, seed=0, exclude=frozenset())
+    assert len({i.id for i in prompts}) == len(prompts) == 2 * bench.per_step(preset)
+
+
+def test_trained_sample_is_distinct_seeded_and_capped() -> None:
+    preset = bench.variant_preset("preset", 4)
+    prompts = bench.training_boards(_train_args(6, steps=4), preset, seed=1, exclude=frozenset())
+    distinct = {i.board_hash() for i in prompts}
+    a = bench.trained_sample(prompts, 4, seed=0)
+    assert len(a) == min(4, len(distinct)) and len({i.board_hash() for i in a}) == len(a)
+    assert [i.id for i in a] == [i.id for i in bench.trained_sample(prompts, 4, seed=0)]
+    assert {i.board_hash() for i in bench.trained_sample(prompts, 100, seed=3)} == distinct
+
+
+def test_one_agent_held_out_set_needs_no_wait() -> None:
+    boards = bench.held_out(1, agents=1, max_size=4)
+    assert len(boards) == 2 * 3  # sizes 3 and 4, three boards each
+    assert {(i.num_agents, i.needs_wait) for i in boards} == {(1, False)}
+    assert sorted({i.size for i in boards}) == [3, 4]
+
+
+# -- arguments --------------------------------------------------------------------------------------------
+def test_transfer_arguments_and_defaults() -> None:
+    args = bench.parse_args(["transfer", "--warm", "ck", "--boards", "300", "--seeds", "4"])
+    assert (args.variant, args.boards, args.seeds, args.train_eval, args.per_cell) == (
+        "preset",
+        300,
+        "4",
+        288,
+        16,
+    )
+    assert args.out == Path("runs/bench-grpo/transfer")  # apart from the sweep's folders of the same names
+    with pytest.raises(SystemExit):
+        bench.parse_args(["transfer", "--warm", "ck", "--variant", "no-such-variant"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["transfer"])  # --warm is required
+
+
+def test_sweep_arguments_are_unchanged() -> None:
+    args = bench.parse_args(["sweep", "--warm", "ck"])
+    assert (args.variants, args.steps, args.boards, args.out) == (
+        "old,sparse-drgrpo",
+        150,
+        0,
+        Path("runs/bench-grpo"),
+    )
+
+
+# -- end to end -------------------------------------------------------------------------------------------
+@pytest.mark.slow  # about 20 s on one core, most of it greedy answers on 4 x 18 boards
+def test_transfer_end_to_end_writes_all_four_sets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("trl")
+    from envengineer.models.small_policy import init_policy
+
+    policy = init_policy(tmp_path / "policy", size="tiny", seed=0)
+    real = bench.variant_preset
+
+    def tiny(name: str, steps: int) -> dict:  # one step of 2 prompts x 4 short completions, no probe
+        preset = real(name, steps)
+        preset["grpo"].update(
+            per_device_train_batch_size=8, num_generations=4, use_cpu=True, save_strategy="no"
+        )
+        preset["max_completion_length"] = 12
+        preset["probe"] = {**preset["probe"], "every": 0}
+        return preset
+
+    monkeypatch.setattr(bench, "variant_preset", tiny)
+    out = tmp_path / "transfer.json"
+    argv = ["transfer", "--warm", str(policy), "--seeds", "0", "--steps", "1", "--per-cell", "1"]
+    argv += ["--train-eval", "2", "--lanes", "1", "--out", str(tmp_path / "runs"), "--json", str(out)]
+    assert bench.main(argv) == 0
+    record = json.loads(out.read_text())
+    assert list(record["table"]) == list(bench.SETS)
+    assert [r["seed"] for r in record["runs"]] == [0]
+    assert record["runs"][0]["prompts"] == 2
+    assert record["table"][bench.TRAINED]["valid"]["boards"] == [2]
+    assert record["table"]["held-out 2 agents"]["valid"]["boards"] == [18]
+    assert "| held-out 3 agents |" in capsys.readouterr().out
