@@ -114,6 +114,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
         },
         "dynamic_sampling": {"enabled": False},
     },
+    # ... and three times the rate: with the drift held by the anchor, does a larger step find signal?
+    "sparse-drgrpo-kl03-lr3e-4": {
+        "reward_shape": "sparse",
+        "grpo": {
+            "learning_rate": 3e-4,
+            "temperature": 1.0,
+            "loss_type": "dr_grpo",
+            "scale_rewards": "none",
+            "beta": 0.3,
+        },
+        "dynamic_sampling": {"enabled": False},
+    },
     # four times the prompts per step (32 x 8): a less noisy gradient for about the same wall time per step
     "big-lr1e-4": {
         "reward_shape": "sparse",
