@@ -396,10 +396,10 @@ def test_cpu_time_estimate_of_the_small_policy_demo() -> None:
 
     r = SMALL_POLICY_CPU_RATES
     p = plan(demo_experiment())
-    # 1,500 SFT steps, 3 x 50 GRPO steps, 3 x 576 validation + 3,150 benchmark answers, 2 engineer answers
+    # 1,000 SFT steps, 3 x 25 GRPO steps, 3 x 576 validation + 3,150 benchmark answers, 2 engineer answers
     want = (
-        1500 * r["sft_step"]
-        + 150 * r["grpo_step"]
+        1000 * r["sft_step"]
+        + 75 * r["grpo_step"]
         + (3 * 576 + 3150) * r["eval_answer"]
         + 2 * r["engineer_answer"]
         + 3 * r["round_overhead"]

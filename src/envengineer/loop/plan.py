@@ -206,13 +206,15 @@ CPU_RATES: dict[str, float] = {
     "round_overhead": 20.0,
 }
 
-#: The same for the tiny small policy (``policy:tiny``) with ``grpo-small`` (8 x 8 completions per step) and
-#: ``sft-small`` (batch 32), evaluation in batches of 64; the engineer is the embedded SmolLM2-135M.
+#: The same for the tiny small policy (``policy:tiny``, format ``split-moves``) with ``grpo-small`` (8 x 8
+#: completions per step, the in-round probes included) and ``sft-small`` (batch 32, building its dataset
+#: included), evaluation in batches of 64 (validation and benchmark answers pooled); the engineer is the
+#: embedded SmolLM2-135M. Measured from the demo's ledger on a fresh clone (docs/loop.md, "The demo").
 SMALL_POLICY_CPU_RATES: dict[str, float] = {
-    "grpo_step": 1.2,
-    "sft_step": 0.30,
-    "eval_answer": 0.02,
-    "engineer_answer": 30.0,
+    "grpo_step": 4.0,
+    "sft_step": 0.36,
+    "eval_answer": 0.037,
+    "engineer_answer": 37.0,
     "round_overhead": 5.0,
 }
 
