@@ -38,10 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from bench_grpo import answer  # greedy answers of a checkpoint, in batches of 64
-from envengineer.mapf.benchmark import build_validation_set
+from bench_grpo import answer, held_out  # greedy answers in batches of 64; the held-out sets
 from envengineer.mapf.config import RoundConfig
-from envengineer.mapf.generator import generate_cell, generate_round
+from envengineer.mapf.generator import generate_round
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.policies import respond
 from envengineer.mapf.validator import validate
@@ -76,26 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def held_out_sets(agents: list[int], per_cell: int, max_size: int) -> dict[int, list[Instance]]:
-    """The held-out sets by agent count, sizes 3..max_size, disjoint from the benchmark."""
-    sets = {}
-    for k in agents:
-        if k == 1:  # one agent never needs a wait: one stream per size, as many boards as a cell's subsets
-            sets[k] = [
-                inst
-                for n in range(3, max_size + 1)
-                for inst in generate_cell(
-                    num_agents=1,
-                    size=n,
-                    count=3 * per_cell,
-                    wait_count=0,
-                    seed=20261205,
-                    split="validation",
-                    id_prefix=f"1agent_{n}x{n}",
-                )
-            ]
-        else:
-            sets[k] = build_validation_set(per_cell, agents=(k,), min_size=3, max_size=max_size, workers=1)
-    return sets
+    """The held-out sets by agent count, sizes 3..max_size, disjoint from the benchmark (``bench_grpo``'s)."""
+    return {k: held_out(per_cell, agents=k, max_size=max_size) for k in agents}
 
 
 def training_boards(agents: list[int], sizes: list[int], samples: int, seed: int, exclude: frozenset[str]):
