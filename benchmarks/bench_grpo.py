@@ -56,6 +56,23 @@ from envengineer.mapf.prompt import build_messages
 from envengineer.mapf.validator import validate
 from envengineer.sweep.executors import THREAD_VARIABLES, usable_cpus
 
+
+def sparse_drgrpo(lr: float = 1e-4, *, refills: int = 0, **grpo: Any) -> dict[str, Any]:
+    """The paper's sparse reward with Dr. GRPO (no per-group std scaling, no length bias), sampled at
+    temperature 1 unless ``grpo`` says otherwise; ``refills`` > 0 turns on DAPO's dynamic sampling."""
+    return {
+        "reward_shape": "sparse",
+        "grpo": {
+            "learning_rate": lr,
+            "temperature": 1.0,
+            "loss_type": "dr_grpo",
+            "scale_rewards": "none",
+            **grpo,
+        },
+        "dynamic_sampling": {"enabled": True, "max_refills": refills} if refills else {"enabled": False},
+    }
+
+
 #: GRPO variants: overrides of the shipped grpo-small preset (top-level keys and the ``grpo:`` section).
 VARIANTS: dict[str, dict[str, Any]] = {
     # the preset as shipped before this sweep: graded reward, DAPO loss, std-scaled, temperature 1, lr 1e-4
@@ -66,150 +83,32 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     # the shipped preset, whatever it is now
     "preset": {},
-    # the paper's sparse reward (no format bonus), Dr. GRPO (no per-group std scaling, no length bias)
-    "sparse-drgrpo": {
-        "reward_shape": "sparse",
-        "grpo": {"learning_rate": 1e-4, "temperature": 1.0, "loss_type": "dr_grpo", "scale_rewards": "none"},
-        "dynamic_sampling": {"enabled": False},
-    },
+    "sparse-drgrpo": sparse_drgrpo(),
     # ... sampled at 0.7: a policy closer to the greedy one that is evaluated
-    "sparse-drgrpo-t07": {
-        "reward_shape": "sparse",
-        "grpo": {"learning_rate": 1e-4, "temperature": 0.7, "loss_type": "dr_grpo", "scale_rewards": "none"},
-        "dynamic_sampling": {"enabled": False},
-    },
+    "sparse-drgrpo-t07": sparse_drgrpo(temperature=0.7),
     # ... and DAPO's dynamic sampling: zero-variance groups replaced by fresh ones
-    "sparse-drgrpo-t07-dyn": {
-        "reward_shape": "sparse",
-        "grpo": {"learning_rate": 1e-4, "temperature": 0.7, "loss_type": "dr_grpo", "scale_rewards": "none"},
-        "dynamic_sampling": {"enabled": True, "max_refills": 4},
-    },
-    "sparse-drgrpo-t07-dyn-lr3e-4": {
-        "reward_shape": "sparse",
-        "grpo": {"learning_rate": 3e-4, "temperature": 0.7, "loss_type": "dr_grpo", "scale_rewards": "none"},
-        "dynamic_sampling": {"enabled": True, "max_refills": 4},
-    },
+    "sparse-drgrpo-t07-dyn": sparse_drgrpo(temperature=0.7, refills=4),
+    "sparse-drgrpo-t07-dyn-lr3e-4": sparse_drgrpo(3e-4, temperature=0.7, refills=4),
     # ... anchored to the round's starting policy by a KL penalty (TRL keeps a reference copy)
-    "sparse-drgrpo-beta": {
-        "reward_shape": "sparse",
-        "grpo": {
-            "learning_rate": 1e-4,
-            "temperature": 1.0,
-            "loss_type": "dr_grpo",
-            "scale_rewards": "none",
-            "beta": 0.04,
-        },
-        "dynamic_sampling": {"enabled": False},
-    },
+    "sparse-drgrpo-beta": sparse_drgrpo(beta=0.04),
     # ... with a KL anchor strong enough to matter: a KL of about 0.1 costs 0.03 a token, against
     # advantages of order 0.5 (at 0.04 the anchor is about a hundredth of them)
-    "sparse-drgrpo-kl03": {
-        "reward_shape": "sparse",
-        "grpo": {
-            "learning_rate": 1e-4,
-            "temperature": 1.0,
-            "loss_type": "dr_grpo",
-            "scale_rewards": "none",
-            "beta": 0.3,
-        },
-        "dynamic_sampling": {"enabled": False},
-    },
+    "sparse-drgrpo-kl03": sparse_drgrpo(beta=0.3),
     # ... and three times the rate: with the drift held by the anchor, does a larger step find signal?
-    "sparse-drgrpo-kl03-lr3e-4": {
-        "reward_shape": "sparse",
-        "grpo": {
-            "learning_rate": 3e-4,
-            "temperature": 1.0,
-            "loss_type": "dr_grpo",
-            "scale_rewards": "none",
-            "beta": 0.3,
-        },
-        "dynamic_sampling": {"enabled": False},
-    },
+    "sparse-drgrpo-kl03-lr3e-4": sparse_drgrpo(3e-4, beta=0.3),
     # four times the prompts per step (32 x 8): a less noisy gradient for about the same wall time per step
-    "big-lr1e-4": {
-        "reward_shape": "sparse",
-        "grpo": {
-            "learning_rate": 1e-4,
-            "temperature": 1.0,
-            "loss_type": "dr_grpo",
-            "scale_rewards": "none",
-            "per_device_train_batch_size": 256,
-        },
-        "dynamic_sampling": {"enabled": False},
-    },
-    "big-lr3e-5": {
-        "reward_shape": "sparse",
-        "grpo": {
-            "learning_rate": 3e-5,
-            "temperature": 1.0,
-            "loss_type": "dr_grpo",
-            "scale_rewards": "none",
-            "per_device_train_batch_size": 256,
-        },
-        "dynamic_sampling": {"enabled": False},
-    },
+    "big-lr1e-4": sparse_drgrpo(per_device_train_batch_size=256),
+    "big-lr3e-5": sparse_drgrpo(3e-5, per_device_train_batch_size=256),
     # lower learning rates with a short warm-up: Adam's first steps move every weight by about the rate,
     # whatever the gradient's signal-to-noise (10 steps at 1e-4 already cost 2.8 optimal points)
-    "lr3e-5": {
-        "reward_shape": "sparse",
-        "grpo": {
-            "learning_rate": 3e-5,
-            "temperature": 1.0,
-            "loss_type": "dr_grpo",
-            "scale_rewards": "none",
-            "warmup_steps": 10,
-        },
-        "dynamic_sampling": {"enabled": False},
-    },
-    "lr3e-5-t07": {
-        "reward_shape": "sparse",
-        "grpo": {
-            "learning_rate": 3e-5,
-            "temperature": 0.7,
-            "loss_type": "dr_grpo",
-            "scale_rewards": "none",
-            "warmup_steps": 10,
-        },
-        "dynamic_sampling": {"enabled": False},
-    },
-    "lr1e-5-t07": {
-        "reward_shape": "sparse",
-        "grpo": {
-            "learning_rate": 1e-5,
-            "temperature": 0.7,
-            "loss_type": "dr_grpo",
-            "scale_rewards": "none",
-            "warmup_steps": 10,
-        },
-        "dynamic_sampling": {"enabled": False},
-    },
+    "lr3e-5": sparse_drgrpo(3e-5, warmup_steps=10),
+    "lr3e-5-t07": sparse_drgrpo(3e-5, temperature=0.7, warmup_steps=10),
+    "lr1e-5-t07": sparse_drgrpo(1e-5, temperature=0.7, warmup_steps=10),
     # many small steps: the seeds' spread of where the weights drift shrinks only with the number of samples
     # (the drift's signal-to-noise ratio does not depend on the learning rate), so a long round at a low
     # rate, with or without a KL anchor that pulls the noise back towards the warm-start
-    "long-lr2e-5": {
-        "reward_shape": "sparse",
-        "grpo": {
-            "learning_rate": 2e-5,
-            "temperature": 1.0,
-            "loss_type": "dr_grpo",
-            "scale_rewards": "none",
-            "warmup_steps": 20,
-        },
-        "dynamic_sampling": {"enabled": False},
-    },
-    "long-lr2e-5-beta": {
-        "reward_shape": "sparse",
-        "grpo": {
-            "learning_rate": 2e-5,
-            "temperature": 1.0,
-            "loss_type": "dr_grpo",
-            "scale_rewards": "none",
-            "warmup_steps": 20,
-            "beta": 0.04,
-        },
-        "dynamic_sampling": {"enabled": False},
-    },
+    "long-lr2e-5": sparse_drgrpo(2e-5, warmup_steps=20),
+    "long-lr2e-5-beta": sparse_drgrpo(2e-5, warmup_steps=20, beta=0.04),
     "sparse-dapo-t07-dyn": {
         "reward_shape": "sparse",
         "grpo": {"learning_rate": 1e-4, "temperature": 0.7, "loss_type": "dapo", "scale_rewards": "group"},
@@ -268,8 +167,8 @@ def held_out(per_cell: int, agents: int = 2, max_size: int = 8) -> list[Instance
     """The fixed held-out set: ``agents`` agents, sizes 3..``max_size``, ``per_cell`` boards per size and
     wait subset (25/50/75 % need a wait).
 
-    One agent never needs a wait: ``3 * per_cell`` boards per size, none waiting, drawn as
-    ``bench_warm_start.py`` draws its one-agent set (same seed, so the two scripts score the same boards).
+    One agent never needs a wait: ``3 * per_cell`` boards per size, none waiting, from one seed
+    (``bench_warm_start.py`` draws its sets here too, so the two scripts score the same boards).
     """
     if agents == 1:
         return [
