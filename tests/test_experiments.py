@@ -115,6 +115,9 @@ def test_demo_files_match_the_demo_command() -> None:
         "warm_start": arm.warm_start.model_copy(
             update={"samples": demo.warm_start.samples, "max_steps": demo.warm_start.max_steps}
         ),
+        "evaluation": arm.evaluation.model_copy(
+            update={"benchmark_per_cell": demo.evaluation.benchmark_per_cell}
+        ),
     }
     assert demo.model_copy(update={"name": arm.name, "description": arm.description}) == arm.model_copy(
         update=budget
@@ -123,6 +126,7 @@ def test_demo_files_match_the_demo_command() -> None:
     assert demo.training.max_steps < arm.training.max_steps
     assert demo.warm_start.samples < arm.warm_start.samples
     assert demo.warm_start.max_steps < arm.warm_start.max_steps
+    assert arm.evaluation.benchmark_per_cell is None and demo.evaluation.benchmark_per_cell < 50
 
 
 def test_context_variants_match_the_engineer() -> None:

@@ -369,6 +369,14 @@ def test_plan_counts() -> None:
     assert p["eval_responses"] == 3 * 252 + 3150
     assert p["training_instances"] == 12000
     assert p["engineer_calls"] == 2
+    # validation.start answers the set once more, before round 0; a stratified benchmark part is smaller
+    started = exp.model_copy(
+        update={
+            "validation": exp.validation.model_copy(update={"start": True}),
+            "evaluation": exp.evaluation.model_copy(update={"benchmark_per_cell": 10}),
+        }
+    )
+    assert plan(started)["eval_responses"] == 4 * 252 + 630
 
 
 def test_cpu_time_estimate() -> None:

@@ -21,7 +21,8 @@ def demo_experiment(*, smollm2: bool = False) -> Experiment:
 
 #: The demo's settings (kept equal to ``experiments/cpu/demo.yaml`` by a test): the small-policy
 #: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``) at a smaller budget, so that it
-#: fits 15 minutes on 2 idle cores: two thirds of the arm's warm-start, half of its GRPO steps.
+#: fits 15 minutes on 2 idle cores: two thirds of the arm's warm-start, two fifths of its GRPO steps, and a
+#: stratified fifth of the benchmark (10 of each cell's 50 instances, 630 in all).
 DEMO: dict[str, Any] = {
     "name": "cpu-demo",
     "description": "The small-policy loop on a CPU: a 1M-parameter policy is warm-started from scratch on "
@@ -29,10 +30,10 @@ DEMO: dict[str, Any] = {
     "reads its validation failures and writes the next round's configuration (context V6 + L, trust region).",
     "model": "policy:tiny",
     "rounds": 3,
-    "samples_per_round": 200,
+    "samples_per_round": 160,
     "epochs_per_round": 1,
     "num_agents": 2,
-    "training": {"preset": "grpo-small", "max_steps": 25},
+    "training": {"preset": "grpo-small", "max_steps": 20},
     "warm_start": {
         "enabled": True,
         "preset": "sft-small",
@@ -46,7 +47,13 @@ DEMO: dict[str, Any] = {
         "cache": True,
     },
     "validation": {"per_cell": 16, "seed": 1, "agents": [2, 3], "min_size": 3, "max_size": 8, "start": True},
-    "evaluation": {"backend": "hf", "batch_size": 64, "max_new_tokens": 320, "temperature": 0.0},
+    "evaluation": {
+        "backend": "hf",
+        "batch_size": 64,
+        "max_new_tokens": 320,
+        "temperature": 0.0,
+        "benchmark_per_cell": 10,
+    },
     "engineer": {
         "kind": "base",
         "model": "embedded",

@@ -168,6 +168,7 @@ def plan(experiment: Experiment) -> dict[str, Any]:
     if exp.evaluation.benchmark_limit is not None:
         benchmark_size = min(benchmark_size, exp.evaluation.benchmark_limit)
     steps_per_round, batch = grpo_steps(exp)
+    validations = exp.rounds + int(v.start)  # the starting model's validation counts too
     p = {
         "name": exp.name,
         "model": exp.policy or exp.model or "embedded default (SmolLM2-135M-Instruct)",
@@ -185,9 +186,9 @@ def plan(experiment: Experiment) -> dict[str, Any]:
         "warm_start": _warm_start_plan(exp),
         "validation_instances": validation_size,
         "benchmark_instances": benchmark_size,
-        "eval_responses": exp.rounds * validation_size + benchmark_size,
+        "eval_responses": validations * validation_size + benchmark_size,
         "max_new_tokens": exp.evaluation.max_new_tokens,
-        "eval_tokens_upper_bound": (exp.rounds * validation_size + benchmark_size)
+        "eval_tokens_upper_bound": (validations * validation_size + benchmark_size)
         * exp.evaluation.max_new_tokens,
     }
     p["cpu_seconds"] = cpu_seconds_estimate(exp, p)
