@@ -2,7 +2,8 @@
 
 Creates a fresh small policy in a given format (``--format``: its tokenizer, embedding initialisation and
 scratchpad, docs/models.md), generates training boards (agent counts ``--agents`` in equal shares, sizes
-``--sizes``, hole ratio 0.25, wait ratio 0.5), runs the supervised warm-start through TRL's ``SFTTrainer``
+``--sizes``, hole ratio ``--holes``: 0.25, or ``uniform`` in [0, 0.5] board by board as in the benchmark and
+the held-out sets; wait ratio 0.5), runs the supervised warm-start through TRL's ``SFTTrainer``
 with ``sft-small`` for ``--steps`` steps (stopped at ``--minutes`` of training time), then answers greedily
 three held-out, benchmark-shaped sets and prints valid / optimal rates per size and the validator's failure
 categories per size, beside the scripted greedy heuristic (each agent's own shortest path) on the same
@@ -40,7 +41,7 @@ import numpy as np
 
 from bench_grpo import answer, held_out  # greedy answers in batches of 64; the held-out sets
 from envengineer.mapf.config import RoundConfig
-from envengineer.mapf.generator import generate_round
+from envengineer.mapf.generator import generate_cell, generate_round
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.policies import respond
 from envengineer.mapf.validator import validate
@@ -64,6 +65,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["random", "group_by_length"],
         help="the trainer's train_sampling_strategy (default: the preset's)",
     )
+    p.add_argument(
+        "--holes",
+        type=hole_ratio,
+        default=0.25,
+        help="hole ratio of the training boards, or 'uniform': each board draws its own in [0, 0.5]",
+    )
     p.add_argument("--per-cell", type=int, default=16, help="held-out boards per size and wait subset")
     p.add_argument("--report-sizes", default="", help="larger sizes reported apart, e.g. 9,10")
     p.add_argument("--eval-agents", default="1,2,3", help="agent counts of the held-out sets")
@@ -79,27 +86,70 @@ def held_out_sets(agents: list[int], per_cell: int, max_size: int) -> dict[int, 
     return {k: held_out(per_cell, agents=k, max_size=max_size) for k in agents}
 
 
-def training_boards(agents: list[int], sizes: list[int], samples: int, seed: int, exclude: frozenset[str]):
+def hole_ratio(text: str) -> float | None:
+    """``--holes``: a ratio in [0, 1), or ``uniform`` (None: every board draws its own in [0, 0.5]).
+
+    >>> hole_ratio("0.25"), hole_ratio("uniform")
+    (0.25, None)
+    """
+    if text == "uniform":
+        return None
+    ratio = float(text)
+    if not 0.0 <= ratio < 1.0:
+        raise argparse.ArgumentTypeError(f"a hole ratio lies in [0, 1), got {text}")
+    return ratio
+
+
+def training_boards(
+    agents: list[int],
+    sizes: list[int],
+    samples: int,
+    seed: int,
+    exclude: frozenset[str],
+    holes: float | None = 0.25,
+) -> list[Instance]:
+    """``samples`` boards, agent counts in equal shares; ``holes=None``: each board its own hole ratio."""
     train: list[Instance] = []
     for k, a in enumerate(agents):
+        agent_seed = np.random.SeedSequence((seed, k)).generate_state(1)[0].item()
+        share = samples // len(agents)
+        if holes is None:
+            train += uniform_holes(a, sizes, share, agent_seed, exclude)
+            continue
         config = RoundConfig.model_validate(
             {
                 "sizes": {
-                    n: {"data_ratio": 1.0, "hole_ratio": 0.25, "wait_ratio": 0.5 if a > 1 else 0.0}
+                    n: {"data_ratio": 1.0, "hole_ratio": holes, "wait_ratio": 0.5 if a > 1 else 0.0}
                     for n in sizes
                 },
                 "num_agents": a,
-                "num_samples": samples // len(agents),
+                "num_samples": share,
             }
         )
-        train += generate_round(
-            config,
-            np.random.SeedSequence((seed, k)).generate_state(1)[0].item(),
-            split="train",
-            exclude=exclude,
-        )
+        train += generate_round(config, agent_seed, split="train", exclude=exclude)
     np.random.default_rng(seed).shuffle(train)  # mix agent counts within every batch
     return train
+
+
+def uniform_holes(
+    agents: int, sizes: list[int], count: int, seed: int, exclude: frozenset[str]
+) -> list[Instance]:
+    """``count`` boards of ``agents`` agents over ``sizes``, each drawing its hole ratio in [0, 0.5] (the
+    benchmark's rule, :func:`generate_cell`); half of each size's boards need a wait when agents > 1."""
+    boards: list[Instance] = []
+    for j, n in enumerate(sizes):
+        c = count // len(sizes) + (j < count % len(sizes))
+        boards += generate_cell(
+            num_agents=agents,
+            size=n,
+            count=c,
+            wait_count=c // 2 if agents > 1 else 0,
+            seed=seed,
+            split="train",
+            exclude=exclude,
+            unique=False,
+        )
+    return boards
 
 
 def score(instances: list[Instance], texts: list[str]) -> dict[str, Any]:
@@ -148,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     sets = held_out_sets([int(a) for a in args.eval_agents.split(",")], args.per_cell, max([8, *extra]))
     exclude = frozenset(i.board_hash() for s in sets.values() for i in s)
-    train = training_boards(agents, sizes, args.samples, args.seed, exclude)
+    train = training_boards(agents, sizes, args.samples, args.seed, exclude, args.holes)
     print(
         f"# {len(train)} training boards ({agents} agents, sizes {sizes}), held-out "
         f"{ {k: len(v) for k, v in sets.items()} }, generated in {time.perf_counter() - t0:.0f} s",

@@ -35,9 +35,9 @@ def _sample(step: int = 13) -> list[Instance]:
     return load_benchmark()[::step]
 
 
-@pytest.mark.parametrize("cells", ["atomic", "split"])
-def test_every_prompt_and_every_target_round_trips(cells: str) -> None:
-    tokenizer = build_tokenizer(cells=cells)
+@pytest.mark.parametrize(("cells", "times"), [("atomic", False), ("split", False), ("split", True)])
+def test_every_prompt_and_every_target_round_trips(cells: str, times: bool) -> None:
+    tokenizer = build_tokenizer(cells=cells, times=times)
     for inst in _sample():
         texts = [m["content"] for style in ("full", "compact") for m in build_messages(inst, style=style)]
         texts += [target_response(inst, target) for target in SFT_TARGETS]
@@ -57,6 +57,21 @@ def test_a_cell_is_one_token_or_a_row_and_a_column() -> None:
         assert split.decode(split.encode(text)) == text
     with pytest.raises(ConfigError, match="cell spelling"):
         build_tokenizer(cells="hex")
+
+
+def test_a_time_is_one_token_and_adds_pieces_after_all_others() -> None:
+    split, timed = build_tokenizer(cells="split"), build_tokenizer(cells="split", times=True)
+    assert timed.convert_ids_to_tokens(timed.encode("A1 (2,0) t1 UP (1,0) t12 WAIT")) == [
+        "A", "1", " (2", ",0)", " t1", " UP", " (1", ",0)", " t12", " WAIT",
+    ]  # fmt: skip
+    # beyond t63, and a time glued to a longer word, fall back to characters and still round-trip
+    assert timed.convert_ids_to_tokens(timed.encode(" t64")) == [" ", "t", "6", "4"]
+    for text in (" t64", " t1x", "at1", " t05"):
+        assert timed.decode(timed.encode(text)) == text
+    # the other pieces keep the ids they have without times, so the formats share them
+    vocab, base = timed.get_vocab(), split.get_vocab()
+    assert all(vocab[p] == i for p, i in base.items())
+    assert sorted(set(vocab) - set(base)) == sorted(f" t{t}" for t in range(64))
 
 
 def test_v1_tokenizer_is_the_one_older_policies_carry() -> None:
@@ -90,6 +105,20 @@ def test_solver_moves_answer_copies_its_scratchpad_and_is_optimal() -> None:
             assert cells[0] == f"({inst.starts[i][0]},{inst.starts[i][1]})"
             if moves:
                 assert cells[-1] == f"({inst.goals[i][0]},{inst.goals[i][1]})"
+
+
+def test_solver_timed_is_solver_moves_with_each_steps_time() -> None:
+    for inst in _sample(7):
+        moves, timed = target_response(inst, "solver_moves"), target_response(inst, "solver_timed")
+        assert timed.split("</think>")[1] == moves.split("</think>")[1]  # the same answer
+        assert validate(inst, timed).optimal, inst.id
+        for line_m, line_t in zip(moves.splitlines()[1:], timed.splitlines()[1:], strict=True):
+            if not line_m.startswith("A"):
+                break
+            words = line_t.split()
+            times = words[2::3]  # A0 cell [tT MOVE cell]...
+            assert times == [f"t{t}" for t in range(1, len(times) + 1)], line_t
+            assert [w for w in words if w not in times] == line_m.split()
 
 
 def test_a_detour_becomes_waits_only_where_the_plan_stays_valid() -> None:
@@ -128,8 +157,7 @@ def test_every_format_is_recorded_and_read_back(name: str, tmp_path: Path) -> No
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(folder)
-    expected = build_tokenizer(cells=POLICY_FORMATS[name].cells)
-    assert tok.get_vocab() == expected.get_vocab()
+    assert tok.get_vocab() == POLICY_FORMATS[name].tokenizer().get_vocab()
 
 
 def test_coordinate_embeddings_are_a_row_plus_a_column(tmp_path: Path) -> None:

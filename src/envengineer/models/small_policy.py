@@ -87,13 +87,19 @@ class PolicyFormat:
             features of the index, so neighbouring cells start close and a step is the same change
             everywhere on the board.
         scratchpad: The SFT target the policy is warm-started on (``target: null`` in an SFT preset):
-            ``solver_path`` (each agent's cells) or ``solver_moves`` (each move beside the cell it leads
-            to, :func:`envengineer.training.dataset.target_response`).
+            ``solver_path`` (each agent's cells), ``solver_moves`` (each move beside the cell it leads
+            to) or ``solver_timed`` (the same with each step's time before its move, so an agent's cell at
+            time t is found in another agent's line by its time token; a time is one token, ``t0`` to
+            ``t63``), :func:`envengineer.training.dataset.target_response`.
     """
 
     cells: Literal["atomic", "split"]
     embeddings: Literal["random", "coordinates"]
-    scratchpad: Literal["solver", "solver_path", "solver_moves"]
+    scratchpad: Literal["solver", "solver_path", "solver_moves", "solver_timed"]
+
+    def tokenizer(self, max_length: int = 2048) -> Any:
+        """The tokenizer of a new policy in this format (:func:`build_tokenizer`)."""
+        return build_tokenizer(max_length, cells=self.cells, times=self.scratchpad == "solver_timed")
 
 
 #: The formats by name: ``v1`` is every policy made before formats were recorded; the others are the
@@ -103,6 +109,7 @@ POLICY_FORMATS: dict[str, PolicyFormat] = {
     "moves": PolicyFormat("atomic", "random", "solver_moves"),
     "coord-moves": PolicyFormat("atomic", "coordinates", "solver_moves"),
     "split-moves": PolicyFormat("split", "coordinates", "solver_moves"),
+    "timed-moves": PolicyFormat("split", "coordinates", "solver_timed"),
 }
 #: The format of new policies (``policy init``, ``policy:SIZE``).
 DEFAULT_FORMAT = "split-moves"
@@ -115,6 +122,7 @@ CHAT_TEMPLATE = (
 _TAGS = ("<answer>", "</answer>", "<think>", "</think>")
 _ACTIONS = ("UP", "DOWN", "LEFT", "RIGHT", "WAIT")
 _CELL_RANGE = 16  # cells (r,c) with r, c < 16 are one token each
+_TIME_RANGE = 64  # times t0..t63 are one token each (solver_timed scratchpads)
 
 
 @dataclass(frozen=True)
@@ -164,11 +172,12 @@ def vocabulary_words() -> list[str]:
     return sorted(words, key=lambda w: (-len(w), w))
 
 
-def build_tokenizer(max_length: int = 2048, cells: str = "atomic") -> Any:
+def build_tokenizer(max_length: int = 2048, cells: str = "atomic", times: bool = False) -> Any:
     """The testbed tokenizer as a ``transformers.PreTrainedTokenizerFast`` with its chat template.
 
     ``cells`` is :attr:`PolicyFormat.cells`: ``atomic`` makes ``(r,c)`` one token, ``split`` two
-    (``(r`` and ``,c)``). Either way every ASCII text encodes and decodes exactly.
+    (``(r`` and ``,c)``). ``times`` adds the pieces `` t0`` to `` t63`` (the ``solver_timed``
+    scratchpad's times). Either way every ASCII text encodes and decodes exactly.
 
     >>> tok = build_tokenizer()
     >>> text = "<answer>\\nA0: RIGHT DOWN\\nA1: WAIT\\n</answer>"
@@ -196,10 +205,14 @@ def build_tokenizer(max_length: int = 2048, cells: str = "atomic") -> Any:
     pieces += [p for w in words for p in (w, " " + w) if p not in pieces]
     spaced = (lambda c: (c, " " + c)) if cells == "atomic" else (lambda c: (c,))  # split pieces carry theirs
     pieces += [p for c in cell_pieces for p in spaced(c) if p not in pieces]
+    time_pattern = ""
+    if times:  # after every other piece: the formats without times keep their ids
+        pieces += [f" t{t}" for t in range(_TIME_RANGE)]
+        time_pattern = r" t(?:[1-5]\d|6[0-3]|\d)\b|"  # t0..t63, not a longer number
     vocab = {piece: i for i, piece in enumerate(pieces)}
     alternatives = "|".join(re.escape(t) for t in _TAGS)
     word_pattern = "|".join(re.escape(w) for w in words)
-    pattern = rf"{alternatives}|{cell_pattern}| ?(?:{word_pattern})\b|[\s\S]"
+    pattern = rf"{alternatives}|{cell_pattern}|{time_pattern} ?(?:{word_pattern})\b|[\s\S]"
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
     tok.decoder = decoders.Fuse()
@@ -326,7 +339,7 @@ def _write_policy(
 
     shape = POLICY_SIZES[size]
     spec = POLICY_FORMATS[policy_format]
-    tokenizer = build_tokenizer(max_length, cells=spec.cells)
+    tokenizer = spec.tokenizer(max_length)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=shape.hidden,

@@ -77,6 +77,8 @@ def target_response(instance: Instance, target: str = "solver") -> str:
             ``"solver_moves"``: the same scratchpad with each move written between the cell it leaves
             and the cell it leads to; each answer line is then a copy of the moves of its agent's
             scratchpad line, so the answer cannot contradict the reasoning.
+            ``"solver_timed"``: ``solver_moves`` with the time of each step before its move, so where
+            another agent stands at time t is a look-up of ``tT`` in its line, not a count of its steps.
 
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> print(target_response(inst))
@@ -102,6 +104,11 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     A0: RIGHT
     A1: RIGHT
     </answer>
+    >>> print(target_response(inst, "solver_timed").split("</think>")[0])
+    <think>
+    A0 (1,0) t1 RIGHT (1,1)
+    A1 (1,1) t1 RIGHT (1,2)
+    <BLANKLINE>
     """
     from envengineer.mapf.instance import agent_name
     from envengineer.mapf.solver import paths_to_actions, solve_instance
@@ -110,7 +117,7 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     if target not in SFT_TARGETS:
         raise ConfigError(f"unknown SFT target {target!r}; use one of {list(SFT_TARGETS)}")
     paths = solve_instance(instance).paths
-    if target == "solver_moves":
+    if target in ("solver_moves", "solver_timed"):
         paths = wait_instead_of_detours(instance, paths)
     plan = paths_to_actions(paths)
     answer = format_answer(plan)
@@ -119,10 +126,13 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     lines = []
     for i, (path, actions) in enumerate(zip(paths, plan, strict=True)):
         cells = [f"({r},{c})" for r, c in path[: len(actions) + 1]]
+        steps = list(zip(actions, cells[1:], strict=True))
         if target == "solver_path":
             words = cells
-        else:  # solver_moves: cell MOVE cell MOVE ... cell
-            words = [cells[0], *(w for pair in zip(actions, cells[1:], strict=True) for w in pair)]
+        elif target == "solver_moves":  # cell MOVE cell MOVE ... cell
+            words = [cells[0], *(w for step in steps for w in step)]
+        else:  # solver_timed: cell t1 MOVE cell t2 MOVE ... cell
+            words = [cells[0], *(w for t, step in enumerate(steps, 1) for w in (f"t{t}", *step))]
         lines.append(" ".join([agent_name(i), *words]))
     return "<think>\n" + "\n".join(lines) + "\n</think>\n" + answer
 
@@ -163,7 +173,7 @@ def wait_instead_of_detours(instance: Instance, paths: Sequence[Sequence[tuple[i
 
 
 #: What an SFT completion holds (:func:`target_response`).
-SFT_TARGETS = ("solver", "solver_path", "solver_moves")
+SFT_TARGETS = ("solver", "solver_path", "solver_moves", "solver_timed")
 
 
 def sft_rows(

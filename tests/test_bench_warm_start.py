@@ -1,0 +1,62 @@
+"""``benchmarks/bench_warm_start.py``: the training boards' hole ratios (``--holes``)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(_DIR))  # the script imports bench_grpo, its neighbour
+_spec = importlib.util.spec_from_file_location("bench_warm_start", _DIR / "bench_warm_start.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+def holes(inst) -> int:
+    return sum(row.count("H") for row in inst.grid)
+
+
+def test_holes_argument() -> None:
+    assert bench.parse_args([]).holes == 0.25
+    assert bench.parse_args(["--holes", "uniform"]).holes is None
+    assert bench.parse_args(["--holes", "0.4"]).holes == 0.4
+    for bad in ("1.0", "-0.1", "many"):
+        with pytest.raises((argparse.ArgumentTypeError, ValueError)):
+            bench.hole_ratio(bad)
+
+
+def test_a_fixed_ratio_gives_every_board_the_same_number_of_holes() -> None:
+    boards = bench.training_boards([1, 2], [4, 6], 40, 0, frozenset(), 0.25)
+    assert len(boards) == 40
+    assert {(b.size, holes(b)) for b in boards} == {(4, 4), (6, 9)}  # round(0.25 * n * n)
+
+
+def test_uniform_holes_spreads_the_ratio_like_the_benchmark() -> None:
+    boards = bench.uniform_holes(2, [3, 4, 8], 10, seed=3, exclude=frozenset())
+    # sizes in equal shares (the remainder to the first), half of each size's boards need a wait
+    assert Counter(b.size for b in boards) == {3: 4, 4: 3, 8: 3}
+    assert Counter((b.size, b.needs_wait) for b in boards)[(3, True)] == 2
+    ratios = [holes(b) / b.size**2 for b in boards]
+    assert all(0.0 <= r <= 0.5 for r in ratios)
+    assert len({holes(b) for b in boards if b.size == 8}) > 1  # not one ratio for every board
+    one = bench.uniform_holes(1, [5], 6, seed=3, exclude=frozenset())
+    assert not any(b.needs_wait for b in one)  # one agent never needs a wait
+
+
+def test_uniform_holes_keep_the_held_out_boards_out() -> None:
+    first = bench.uniform_holes(1, [3], 20, seed=0, exclude=frozenset())
+    banned = frozenset(b.board_hash() for b in first[:5])
+    again = bench.uniform_holes(1, [3], 20, seed=0, exclude=banned)
+    assert not banned & {b.board_hash() for b in again}
+
+
+def test_training_boards_mix_agent_counts_in_equal_shares() -> None:
+    boards = bench.training_boards([1, 2, 3], [3, 4], 30, 1, frozenset(), None)
+    assert Counter(b.num_agents for b in boards) == {1: 10, 2: 10, 3: 10}
+    # shuffled together: the first ten are not all one count
+    assert len({b.num_agents for b in boards[:10]}) > 1
