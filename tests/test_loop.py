@@ -404,11 +404,12 @@ def test_cpu_time_estimate_of_the_small_policy_demo() -> None:
 
     r = SMALL_POLICY_CPU_RATES
     p = plan(demo_experiment())
-    # 1,000 SFT steps, 3 x 25 GRPO steps, 3 x 576 validation + 3,150 benchmark answers, 2 engineer answers
+    # 1,000 SFT steps, 3 x 20 GRPO steps, (1 + 3) x 576 validation answers (the start's too) + 630
+    # benchmark answers, 2 engineer answers
     want = (
         1000 * r["sft_step"]
-        + 75 * r["grpo_step"]
-        + (3 * 576 + 3150) * r["eval_answer"]
+        + 60 * r["grpo_step"]
+        + (4 * 576 + 630) * r["eval_answer"]
         + 2 * r["engineer_answer"]
         + 3 * r["round_overhead"]
     )
@@ -506,7 +507,7 @@ def test_demo_dry_run(capsys: pytest.CaptureFixture) -> None:
     assert "about 10 min on 2 idle CPU cores" in out
     assert main(["demo", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "policy:tiny" in out and "base, 2 proposal(s)" in out and "3150 benchmark instances" in out
+    assert "policy:tiny" in out and "base, 2 proposal(s)" in out and "630 benchmark instances" in out
 
 
 def test_warm_start_is_trained_once_and_reused(
