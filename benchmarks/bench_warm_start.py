@@ -112,38 +112,35 @@ def training_boards(
     train: list[Instance] = []
     for k, a in enumerate(agents):
         agent_seed = np.random.SeedSequence((seed, k)).generate_state(1)[0].item()
-        share = samples // len(agents)
-        if holes is None:
-            train += uniform_holes(a, sizes, share, agent_seed, exclude)
-            continue
+        hole = 0.25 if holes is None else holes  # with None, uniform_holes draws each board's instead
         config = RoundConfig.model_validate(
             {
                 "sizes": {
-                    n: {"data_ratio": 1.0, "hole_ratio": holes, "wait_ratio": 0.5 if a > 1 else 0.0}
+                    n: {"data_ratio": 1.0, "hole_ratio": hole, "wait_ratio": 0.5 if a > 1 else 0.0}
                     for n in sizes
                 },
                 "num_agents": a,
-                "num_samples": share,
+                "num_samples": samples // len(agents),
             }
         )
-        train += generate_round(config, agent_seed, split="train", exclude=exclude)
+        if holes is None:
+            train += uniform_holes(config, agent_seed, exclude)
+        else:
+            train += generate_round(config, agent_seed, split="train", exclude=exclude)
     np.random.default_rng(seed).shuffle(train)  # mix agent counts within every batch
     return train
 
 
-def uniform_holes(
-    agents: int, sizes: list[int], count: int, seed: int, exclude: frozenset[str]
-) -> list[Instance]:
-    """``count`` boards of ``agents`` agents over ``sizes``, each drawing its hole ratio in [0, 0.5] (the
-    benchmark's rule, :func:`generate_cell`); half of each size's boards need a wait when agents > 1."""
+def uniform_holes(config: RoundConfig, seed: int, exclude: frozenset[str]) -> list[Instance]:
+    """The boards :func:`generate_round` draws for ``config`` (its counts and waits per size), but each
+    with its own hole ratio in [0, 0.5], the benchmark's rule (:func:`generate_cell` with no ratio)."""
     boards: list[Instance] = []
-    for j, n in enumerate(sizes):
-        c = count // len(sizes) + (j < count % len(sizes))
+    for size, (count, wait_count) in config.allocation().items():
         boards += generate_cell(
-            num_agents=agents,
-            size=n,
-            count=c,
-            wait_count=c // 2 if agents > 1 else 0,
+            num_agents=config.num_agents,
+            size=size,
+            count=count,
+            wait_count=wait_count,
             seed=seed,
             split="train",
             exclude=exclude,

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from envengineer.mapf.config import RoundConfig
+
 _DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(_DIR))  # the script imports bench_grpo, its neighbour
 _spec = importlib.util.spec_from_file_location("bench_warm_start", _DIR / "bench_warm_start.py")
@@ -36,22 +38,29 @@ def test_a_fixed_ratio_gives_every_board_the_same_number_of_holes() -> None:
     assert {(b.size, holes(b)) for b in boards} == {(4, 4), (6, 9)}  # round(0.25 * n * n)
 
 
+def config(agents: int, sizes: list[int], count: int) -> RoundConfig:
+    knobs = {"data_ratio": 1.0, "hole_ratio": 0.25, "wait_ratio": 0.5 if agents > 1 else 0.0}
+    return RoundConfig.model_validate(
+        {"sizes": {n: knobs for n in sizes}, "num_agents": agents, "num_samples": count}
+    )
+
+
 def test_uniform_holes_spreads_the_ratio_like_the_benchmark() -> None:
-    boards = bench.uniform_holes(2, [3, 4, 8], 10, seed=3, exclude=frozenset())
-    # sizes in equal shares (the remainder to the first), half of each size's boards need a wait
+    boards = bench.uniform_holes(config(2, [3, 4, 8], 10), seed=3, exclude=frozenset())
+    # generate_round's counts: sizes in equal shares (the remainder to the first), half need a wait
     assert Counter(b.size for b in boards) == {3: 4, 4: 3, 8: 3}
     assert Counter((b.size, b.needs_wait) for b in boards)[(3, True)] == 2
     ratios = [holes(b) / b.size**2 for b in boards]
     assert all(0.0 <= r <= 0.5 for r in ratios)
     assert len({holes(b) for b in boards if b.size == 8}) > 1  # not one ratio for every board
-    one = bench.uniform_holes(1, [5], 6, seed=3, exclude=frozenset())
+    one = bench.uniform_holes(config(1, [5], 6), seed=3, exclude=frozenset())
     assert not any(b.needs_wait for b in one)  # one agent never needs a wait
 
 
 def test_uniform_holes_keep_the_held_out_boards_out() -> None:
-    first = bench.uniform_holes(1, [3], 20, seed=0, exclude=frozenset())
+    first = bench.uniform_holes(config(1, [3], 20), seed=0, exclude=frozenset())
     banned = frozenset(b.board_hash() for b in first[:5])
-    again = bench.uniform_holes(1, [3], 20, seed=0, exclude=banned)
+    again = bench.uniform_holes(config(1, [3], 20), seed=0, exclude=banned)
     assert not banned & {b.board_hash() for b in again}
 
 
