@@ -140,6 +140,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         q.add_argument("--sizes", default="3,4,5,6,7,8", help="training sizes (uniform data ratio)")
         q.add_argument("--hole-ratio", type=float, default=0.25)
         q.add_argument("--wait-ratio", type=float, default=0.5)
+        q.add_argument("--agents", default="2", help="agent counts of the training boards (equal shares)")
         q.add_argument(
             "--boards",
             type=int,
@@ -291,17 +292,34 @@ def variant_preset(name: str, steps: int) -> dict[str, Any]:
 
 
 def train_data(
-    prompts: int, sizes: list[int], hole: float, wait: float, seed: int, exclude: frozenset[str]
+    prompts: int,
+    sizes: list[int],
+    hole: float,
+    wait: float,
+    seed: int,
+    exclude: frozenset[str],
+    agents: Sequence[int] = (2,),
 ) -> list:
-    """``prompts`` two-agent training boards over ``sizes`` (uniform data ratio)."""
-    config = RoundConfig.model_validate(
-        {
-            "sizes": {n: {"data_ratio": 1.0, "hole_ratio": hole, "wait_ratio": wait} for n in sizes},
-            "num_agents": 2,
-            "num_samples": prompts,
-        }
-    )
-    return generate_round(config, 1000 + seed, split="train", exclude=exclude)
+    """``prompts`` training boards over ``sizes`` (uniform data ratio), agent counts in equal shares
+    (one agent never waits), shuffled together so that every step mixes them. Two agents alone are the
+    boards of the earlier tables, seed for seed."""
+    boards: list[Instance] = []
+    for k, a in enumerate(agents):
+        share = prompts // len(agents) + (k < prompts % len(agents))
+        config = RoundConfig.model_validate(
+            {
+                "sizes": {
+                    n: {"data_ratio": 1.0, "hole_ratio": hole, "wait_ratio": wait if a > 1 else 0.0}
+                    for n in sizes
+                },
+                "num_agents": a,
+                "num_samples": share,
+            }
+        )
+        boards += generate_round(config, 1000 + seed + 7919 * k, split="train", exclude=exclude)
+    if len(agents) > 1:
+        np.random.default_rng(seed).shuffle(boards)
+    return boards
 
 
 def cycled(boards: list[Instance], prompts: int) -> list[Instance]:
@@ -324,7 +342,10 @@ def training_boards(
     """A run's prompts, steps x prompts per step: ``--boards`` boards cycled, or (0) a fresh board each."""
     sizes = [int(s) for s in args.sizes.split(",")]
     prompts = args.steps * per_step(preset)
-    boards = train_data(args.boards or prompts, sizes, args.hole_ratio, args.wait_ratio, seed, exclude)
+    agents = [int(a) for a in args.agents.split(",")]
+    boards = train_data(
+        args.boards or prompts, sizes, args.hole_ratio, args.wait_ratio, seed, exclude, agents
+    )
     return cycled(boards, prompts)
 
 
@@ -498,7 +519,8 @@ def run_transfer(
     trained = trained_sample(prompts, args.train_eval, seed)
     model = str(result.checkpoint)
     after = {name: score(boards, answer(model, boards, tokens)) for name, (boards, tokens) in sets.items()}
-    after[TRAINED] = score(trained, answer(model, trained))
+    tokens = 300 if max(i.num_agents for i in trained) > 2 else 200  # as the held-out sets' budgets
+    after[TRAINED] = score(trained, answer(model, trained, tokens))
     distinct = len({id(i) for i in prompts})  # the boards drawn; layouts may repeat on small sizes
     return {
         "seed": seed,
@@ -506,7 +528,7 @@ def run_transfer(
         "prompts": len(prompts),
         "boards": distinct,
         "passes": round(len(prompts) / distinct, 2),
-        "warm_trained": _flags(score(trained, answer(str(args.warm), trained))),
+        "warm_trained": _flags(score(trained, answer(str(args.warm), trained, tokens))),
         "after": {name: _flags(after[name]) for name in SETS},
     }
 

@@ -11,6 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from envengineer.mapf.config import RoundConfig
+from envengineer.mapf.generator import generate_round
+
 _SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_grpo.py"
 _spec = importlib.util.spec_from_file_location("bench_grpo", _SCRIPT)
 bench = importlib.util.module_from_spec(_spec)
@@ -92,8 +95,10 @@ def test_transfer_table_pairs_held_out_with_the_parents_warm_flags_and_trained_o
 
 
 # -- training boards --------------------------------------------------------------------------------------
-def _train_args(boards: int, steps: int = 3) -> argparse.Namespace:
-    return argparse.Namespace(steps=steps, boards=boards, sizes="3,4", hole_ratio=0.25, wait_ratio=0.5)
+def _train_args(boards: int, steps: int = 3, agents: str = "2") -> argparse.Namespace:
+    return argparse.Namespace(
+        steps=steps, boards=boards, sizes="3,4", hole_ratio=0.25, wait_ratio=0.5, agents=agents
+    )
 
 
 def test_boards_are_cycled_over_the_prompts_and_exclude_the_held_out_set() -> None:
@@ -115,6 +120,22 @@ def test_no_boards_option_draws_a_fresh_board_per_prompt() -> None:
     preset = bench.variant_preset("preset", 2)
     prompts = bench.training_boards(_train_args(0, steps=2), preset, seed=0, exclude=frozenset())
     assert len({i.id for i in prompts}) == len(prompts) == 2 * bench.per_step(preset)
+
+
+def test_agent_counts_share_the_prompts_and_two_agents_alone_keep_the_earlier_boards() -> None:
+    mixed = bench.train_data(10, [3, 4], 0.25, 0.5, 0, frozenset(), agents=[1, 2, 3])
+    assert sorted(Counter(i.num_agents for i in mixed).items()) == [(1, 4), (2, 3), (3, 3)]
+    assert not any(i.needs_wait for i in mixed if i.num_agents == 1)  # one agent has nothing to wait for
+    assert [i.num_agents for i in mixed] != sorted(i.num_agents for i in mixed)  # shuffled together
+    two = bench.train_data(6, [3, 4], 0.25, 0.5, 0, frozenset(), agents=[2])
+    config = RoundConfig.model_validate(
+        {
+            "sizes": {n: {"data_ratio": 1.0, "hole_ratio": 0.25, "wait_ratio": 0.5} for n in (3, 4)},
+            "num_agents": 2,
+            "num_samples": 6,
+        }
+    )
+    assert [i.id for i in two] == [i.id for i in generate_round(config, 1000, split="train")]
 
 
 def test_trained_sample_is_distinct_seeded_and_capped() -> None:

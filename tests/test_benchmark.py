@@ -39,6 +39,13 @@ def test_validation_set_is_disjoint_and_of_the_same_shape(bench):
     assert {i.board_hash() for i in val}.isdisjoint(i.board_hash() for i in bench)
 
 
+def test_a_one_agent_validation_set_has_no_waits():
+    # one agent's optimum never waits: every subset draws boards without one instead of failing
+    val = bm.build_validation_set(per_cell=2, agents=(1,), min_size=3, max_size=4, workers=1)
+    assert Counter((i.size, i.meta["subset"]) for i in val) == {(n, s): 2 for n in (3, 4) for s in bm.SUBSETS}
+    assert not any(i.needs_wait for i in val)
+
+
 @pytest.mark.slow
 def test_rebuild_is_byte_identical(tmp_path):
     path = save_instances(bm.build_benchmark(), tmp_path / "benchmark.jsonl")

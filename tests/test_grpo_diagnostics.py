@@ -156,5 +156,16 @@ def test_the_probe_set_is_shaped_like_the_round_and_skipped_in_multi_process_rou
     boards = _probe_set(preset, _boards(8, sizes=(3, 5)), None)
     assert {(b.num_agents, b.size) for b in boards} == {(2, 3), (2, 4), (2, 5)}  # sizes 3..5 of the round
     assert len(boards) == 3 * 3 * preset.probe.per_cell  # three sizes, three wait subsets
+    # a round with one-agent boards probes one-agent boards too: none of them waits, in any subset
+    single = RoundConfig.model_validate(
+        {
+            "sizes": {3: {"data_ratio": 1.0, "hole_ratio": 0.2, "wait_ratio": 0.0}},
+            "num_agents": 1,
+            "num_samples": 4,
+        }
+    )
+    mixed = _probe_set(preset, [*generate_round(single, 0), *_boards(4, sizes=(3,))], None)
+    assert sorted({(b.num_agents, b.size) for b in mixed}) == [(1, 3), (2, 3)]
+    assert not any(b.needs_wait for b in mixed if b.num_agents == 1)
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert _probe_set(preset, _boards(8), None) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +36,12 @@ def _sample(step: int = 13) -> list[Instance]:
     return load_benchmark()[::step]
 
 
-@pytest.mark.parametrize(("cells", "times"), [("atomic", False), ("split", False), ("split", True)])
-def test_every_prompt_and_every_target_round_trips(cells: str, times: bool) -> None:
-    tokenizer = build_tokenizer(cells=cells, times=times)
+@pytest.mark.parametrize(
+    ("cells", "times", "free"),
+    [("atomic", False, False), ("split", False, False), ("split", True, False), ("split", False, True)],
+)
+def test_every_prompt_and_every_target_round_trips(cells: str, times: bool, free: bool) -> None:
+    tokenizer = build_tokenizer(cells=cells, times=times, free_moves=free)
     for inst in _sample():
         texts = [m["content"] for style in ("full", "compact") for m in build_messages(inst, style=style)]
         texts += [target_response(inst, target) for target in SFT_TARGETS]
@@ -72,6 +76,21 @@ def test_a_time_is_one_token_and_adds_pieces_after_all_others() -> None:
     vocab, base = timed.get_vocab(), split.get_vocab()
     assert all(vocab[p] == i for p, i in base.items())
     assert sorted(set(vocab) - set(base)) == sorted(f" t{t}" for t in range(64))
+
+
+def test_a_free_move_is_one_token_and_adds_pieces_after_all_others() -> None:
+    split, free = build_tokenizer(cells="split"), POLICY_FORMATS["free-moves"].tokenizer()
+    assert free.convert_ids_to_tokens(free.encode("A0 (2,0) up right RIGHT (2,1) left WAIT")) == [
+        "A", "0", " (2", ",0)", " up", " right", " RIGHT", " (2", ",1)", " left", " WAIT",
+    ]  # fmt: skip
+    # without their space, or glued to a longer word, they stay letters and still round-trip
+    assert free.convert_ids_to_tokens(free.encode("up")) == ["u", "p"]
+    assert " up" not in free.convert_ids_to_tokens(free.encode(" upper"))
+    for text in ("up", " upper", "xdown", " rights", "A0 up\nright"):
+        assert free.decode(free.encode(text)) == text
+    vocab, base = free.get_vocab(), split.get_vocab()
+    assert all(vocab[p] == i for p, i in base.items())
+    assert sorted(set(vocab) - set(base)) == [" down", " right", " up"]  # " left" is a prompt word
 
 
 def test_v1_tokenizer_is_the_one_older_policies_carry() -> None:
@@ -119,6 +138,29 @@ def test_solver_timed_is_solver_moves_with_each_steps_time() -> None:
             times = words[2::3]  # A0 cell [tT MOVE cell]...
             assert times == [f"t{t}" for t in range(1, len(times) + 1)], line_t
             assert [w for w in words if w not in times] == line_m.split()
+
+
+def test_solver_free_lists_each_cells_free_moves_before_the_move() -> None:
+    # by hand: 3x3, a hole at (1,1); A0 from (0,0) to (2,0) goes down the left column
+    inst = Instance("x", ("...", ".H.", "..."), ((0, 0),), ((2, 0),), 2, 2, 2)
+    think = target_response(inst, "solver_free").split("</think>")[0]
+    assert think == "<think>\nA0 (0,0) down right DOWN (1,0) up down DOWN (2,0)\n"
+    for inst in _sample(7):
+        moves, free = target_response(inst, "solver_moves"), target_response(inst, "solver_free")
+        assert free.split("</think>")[1] == moves.split("</think>")[1]  # the same answer
+        assert validate(inst, free).optimal, inst.id
+        for line_m, line_f in zip(moves.splitlines()[1:], free.splitlines()[1:], strict=True):
+            if not line_m.startswith("A"):
+                break
+            words = line_f.split()
+            assert [w for w in words if not w.islower()] == line_m.split()
+            at = [k for k, w in enumerate(words) if w.startswith("(")]
+            for here, there in pairwise(at):
+                r, c = (int(x) for x in words[here].strip("()").split(","))
+                *listed, move = words[here + 1 : there]
+                steps = {"up": (r - 1, c), "down": (r + 1, c), "left": (r, c - 1), "right": (r, c + 1)}
+                assert listed == [m for m, cell in steps.items() if inst.is_free(cell)], (inst.id, line_f)
+                assert move == "WAIT" or move.lower() in listed, (inst.id, line_f)
 
 
 def test_a_detour_becomes_waits_only_where_the_plan_stays_valid() -> None:

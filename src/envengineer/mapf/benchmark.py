@@ -64,7 +64,7 @@ def _build_cell(
             num_agents=k,
             size=n,
             count=per_cell,
-            wait_count=counts_for(per_cell, ratio),
+            wait_count=counts_for(per_cell, ratio) if k > 1 else 0,  # one agent has no one to wait for
             seed=seed,
             split=split,
             hole_ratio=None,

@@ -90,16 +90,22 @@ class PolicyFormat:
             ``solver_path`` (each agent's cells), ``solver_moves`` (each move beside the cell it leads
             to) or ``solver_timed`` (the same with each step's time before its move, so an agent's cell at
             time t is found in another agent's line by its time token; a time is one token, ``t0`` to
-            ``t63``), :func:`envengineer.training.dataset.target_response`.
+            ``t63``) or ``solver_free`` (the free moves of each cell, ``up down left right`` one token
+            each, before the move that leaves it), :func:`envengineer.training.dataset.target_response`.
     """
 
     cells: Literal["atomic", "split"]
     embeddings: Literal["random", "coordinates"]
-    scratchpad: Literal["solver", "solver_path", "solver_moves", "solver_timed"]
+    scratchpad: Literal["solver", "solver_path", "solver_moves", "solver_timed", "solver_free"]
 
     def tokenizer(self, max_length: int = 2048) -> Any:
         """The tokenizer of a new policy in this format (:func:`build_tokenizer`)."""
-        return build_tokenizer(max_length, cells=self.cells, times=self.scratchpad == "solver_timed")
+        return build_tokenizer(
+            max_length,
+            cells=self.cells,
+            times=self.scratchpad == "solver_timed",
+            free_moves=self.scratchpad == "solver_free",
+        )
 
 
 #: The formats by name: ``v1`` is every policy made before formats were recorded; the others are the
@@ -110,6 +116,7 @@ POLICY_FORMATS: dict[str, PolicyFormat] = {
     "coord-moves": PolicyFormat("atomic", "coordinates", "solver_moves"),
     "split-moves": PolicyFormat("split", "coordinates", "solver_moves"),
     "timed-moves": PolicyFormat("split", "coordinates", "solver_timed"),
+    "free-moves": PolicyFormat("split", "coordinates", "solver_free"),
 }
 #: The format of new policies (``policy init``, ``policy:SIZE``).
 DEFAULT_FORMAT = "split-moves"
@@ -123,6 +130,7 @@ _TAGS = ("<answer>", "</answer>", "<think>", "</think>")
 _ACTIONS = ("UP", "DOWN", "LEFT", "RIGHT", "WAIT")
 _CELL_RANGE = 16  # cells (r,c) with r, c < 16 are one token each
 _TIME_RANGE = 64  # times t0..t63 are one token each (solver_timed scratchpads)
+_FREE_MOVES = (" up", " down", " left", " right")  # one token each (solver_free scratchpads)
 
 
 @dataclass(frozen=True)
@@ -172,12 +180,16 @@ def vocabulary_words() -> list[str]:
     return sorted(words, key=lambda w: (-len(w), w))
 
 
-def build_tokenizer(max_length: int = 2048, cells: str = "atomic", times: bool = False) -> Any:
+def build_tokenizer(
+    max_length: int = 2048, cells: str = "atomic", times: bool = False, free_moves: bool = False
+) -> Any:
     """The testbed tokenizer as a ``transformers.PreTrainedTokenizerFast`` with its chat template.
 
     ``cells`` is :attr:`PolicyFormat.cells`: ``atomic`` makes ``(r,c)`` one token, ``split`` two
     (``(r`` and ``,c)``). ``times`` adds the pieces `` t0`` to `` t63`` (the ``solver_timed``
-    scratchpad's times). Either way every ASCII text encodes and decodes exactly.
+    scratchpad's times), ``free_moves`` the pieces `` up``, `` down`` and `` right`` (`` left`` is a
+    word of the prompts already; the ``solver_free`` scratchpad's free moves). Either way every ASCII
+    text encodes and decodes exactly.
 
     >>> tok = build_tokenizer()
     >>> text = "<answer>\\nA0: RIGHT DOWN\\nA1: WAIT\\n</answer>"
@@ -209,10 +221,14 @@ def build_tokenizer(max_length: int = 2048, cells: str = "atomic", times: bool =
     if times:  # after every other piece: the formats without times keep their ids
         pieces += [f" t{t}" for t in range(_TIME_RANGE)]
         time_pattern = r" t(?:[1-5]\d|6[0-3]|\d)\b|"  # t0..t63, not a longer number
+    free_pattern = ""
+    if free_moves:  # after every other piece too, and only with their space: "up" alone stays letters
+        pieces += [p for p in _FREE_MOVES if p not in pieces]
+        free_pattern = "|".join(rf"{re.escape(p)}\b" for p in _FREE_MOVES) + "|"
     vocab = {piece: i for i, piece in enumerate(pieces)}
     alternatives = "|".join(re.escape(t) for t in _TAGS)
     word_pattern = "|".join(re.escape(w) for w in words)
-    pattern = rf"{alternatives}|{cell_pattern}|{time_pattern} ?(?:{word_pattern})\b|[\s\S]"
+    pattern = rf"{alternatives}|{cell_pattern}|{time_pattern}{free_pattern} ?(?:{word_pattern})\b|[\s\S]"
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
     tok.decoder = decoders.Fuse()

@@ -79,6 +79,9 @@ def target_response(instance: Instance, target: str = "solver") -> str:
             scratchpad line, so the answer cannot contradict the reasoning.
             ``"solver_timed"``: ``solver_moves`` with the time of each step before its move, so where
             another agent stands at time t is a look-up of ``tT`` in its line, not a count of its steps.
+            ``"solver_free"``: ``solver_moves`` with the free moves of the cell an agent stands on
+            (``up down left right``, those whose cell is on the board and not a hole) before each move,
+            so the check of a move against the holes is written down, one neighbour a token.
 
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> print(target_response(inst))
@@ -109,6 +112,11 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     A0 (1,0) t1 RIGHT (1,1)
     A1 (1,1) t1 RIGHT (1,2)
     <BLANKLINE>
+    >>> print(target_response(inst, "solver_free").split("</think>")[0])
+    <think>
+    A0 (1,0) up down right RIGHT (1,1)
+    A1 (1,1) up down left right RIGHT (1,2)
+    <BLANKLINE>
     """
     from envengineer.mapf.instance import agent_name
     from envengineer.mapf.solver import paths_to_actions, solve_instance
@@ -117,7 +125,7 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     if target not in SFT_TARGETS:
         raise ConfigError(f"unknown SFT target {target!r}; use one of {list(SFT_TARGETS)}")
     paths = solve_instance(instance).paths
-    if target in ("solver_moves", "solver_timed"):
+    if target in ("solver_moves", "solver_timed", "solver_free"):
         paths = wait_instead_of_detours(instance, paths)
     plan = paths_to_actions(paths)
     answer = format_answer(plan)
@@ -131,10 +139,31 @@ def target_response(instance: Instance, target: str = "solver") -> str:
             words = cells
         elif target == "solver_moves":  # cell MOVE cell MOVE ... cell
             words = [cells[0], *(w for step in steps for w in step)]
-        else:  # solver_timed: cell t1 MOVE cell t2 MOVE ... cell
+        elif target == "solver_timed":  # cell t1 MOVE cell t2 MOVE ... cell
             words = [cells[0], *(w for t, step in enumerate(steps, 1) for w in (f"t{t}", *step))]
+        else:  # solver_free: cell free-moves MOVE cell free-moves MOVE ... cell
+            words = [cells[0]]
+            for cell, step in zip(path, steps, strict=False):
+                words += [*free_moves(instance, cell), *step]
         lines.append(" ".join([agent_name(i), *words]))
     return "<think>\n" + "\n".join(lines) + "\n</think>\n" + answer
+
+
+def free_moves(instance: Instance, cell: tuple[int, int]) -> list[str]:
+    """The moves that lead from ``cell`` to a cell on the board and not a hole, lower case, in the order
+    up, down, left, right (the ``solver_free`` scratchpad's check).
+
+    >>> free_moves(Instance("x", ("...", ".H.", "..."), ((0, 0),), ((2, 2),), 4, 1, 4), (0, 1))
+    ['left', 'right']
+    """
+    from envengineer.mapf.instance import MOVES
+
+    r, c = cell
+    return [
+        name.lower()
+        for name in ("UP", "DOWN", "LEFT", "RIGHT")
+        if instance.is_free((r + MOVES[name][0], c + MOVES[name][1]))
+    ]
 
 
 def wait_instead_of_detours(instance: Instance, paths: Sequence[Sequence[tuple[int, int]]]) -> list[list]:
@@ -173,7 +202,7 @@ def wait_instead_of_detours(instance: Instance, paths: Sequence[Sequence[tuple[i
 
 
 #: What an SFT completion holds (:func:`target_response`).
-SFT_TARGETS = ("solver", "solver_path", "solver_moves", "solver_timed")
+SFT_TARGETS = ("solver", "solver_path", "solver_moves", "solver_timed", "solver_free")
 
 
 def sft_rows(

@@ -266,12 +266,13 @@ class SFTPreset(_Preset):
     """
 
     kind: Literal["sft"] = "sft"
-    target: Literal["solver", "solver_path", "solver_moves", "solver_timed"] | None = Field(
+    target: Literal["solver", "solver_path", "solver_moves", "solver_timed", "solver_free"] | None = Field(
         default="solver",
         description="What the model learns to write: the solver's SoC-optimal plan (solver); each "
         "agent's path as cells inside <think> first and then the plan (solver_path); the path with each "
         "move beside the cell it leads to (solver_moves); the same with each step's time before its move "
-        "(solver_timed); null: the scratchpad the small-policy folder records in its format, else solver.",
+        "(solver_timed); the same with the free moves of each cell before its move (solver_free); "
+        "null: the scratchpad the small-policy folder records in its format, else solver.",
     )
 
     def resolve_target(self, model_path: str) -> str:
