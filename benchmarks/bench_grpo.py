@@ -142,6 +142,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         q.add_argument("--wait-ratio", type=float, default=0.5)
         q.add_argument("--agents", default="2", help="agent counts of the training boards (equal shares)")
         q.add_argument(
+            "--max-completion-length",
+            type=int,
+            default=None,
+            help="GRPO's completion budget and every scored answer's (default: the preset's 224, and 200 "
+            "or 300 tokens for scoring; a format with a longer scratchpad needs more)",
+        )
+        q.add_argument(
             "--boards",
             type=int,
             default=0,
@@ -275,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     return commands[args.command](args)
 
 
-def variant_preset(name: str, steps: int) -> dict[str, Any]:
-    """The grpo-small preset with a variant's overrides, ``steps`` optimizer steps and a light probe."""
+def variant_preset(name: str, steps: int, max_completion_length: int | None = None) -> dict[str, Any]:
+    """The grpo-small preset with a variant's overrides, ``steps`` optimizer steps and a light probe
+    (``max_completion_length``: the preset's unless given, for a format with a longer scratchpad)."""
     from envengineer.training.presets import load_preset
 
     preset = load_preset("grpo-small", "grpo").model_dump(mode="json")
@@ -287,6 +295,8 @@ def variant_preset(name: str, steps: int) -> dict[str, Any]:
         else:
             preset[key] = value
     preset["grpo"].update(max_steps=steps, report_to="none", disable_tqdm=True, logging_steps=10)
+    if max_completion_length:
+        preset["max_completion_length"] = max_completion_length
     preset["probe"] = {**preset["probe"], "every": max(steps // 3, 1), "per_cell": 1}
     return preset
 
@@ -355,7 +365,7 @@ def train_one(
     """One GRPO round from ``--warm``: its result, the prompts it was given, and its minutes."""
     from envengineer.training.grpo import train_round
 
-    preset = variant_preset(variant, args.steps)
+    preset = variant_preset(variant, args.steps, args.max_completion_length)
     instances = training_boards(args, preset, seed, exclude)
     t0 = time.perf_counter()
     out = args.out / f"{variant}-s{seed}"
@@ -368,7 +378,7 @@ def run_one(
 ) -> dict[str, Any]:
     """One ``sweep`` run: train, score the result on the held-out set, and the round's diagnostics."""
     result, _, minutes = train_one(args, variant, seed, frozenset(i.board_hash() for i in validation))
-    after = score(validation, answer(str(result.checkpoint), validation))
+    after = score(validation, answer(str(result.checkpoint), validation, args.max_completion_length or 200))
     history = result.metrics["log_history"]
     entropy = [e["entropy"] for e in history if "entropy" in e]
     zero = [e["frac_reward_zero_std"] for e in history if "frac_reward_zero_std" in e]
@@ -396,7 +406,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 2
     seeds = [int(s) for s in args.seeds.split(",")]
     validation = held_out(args.per_cell)
-    warm = score(validation, answer(str(args.warm), validation))
+    warm = score(validation, answer(str(args.warm), validation, args.max_completion_length or 200))
     print(
         f"# {len(validation)} held-out boards; warm-start {args.warm}: valid {warm['valid_pct']} % "
         f"optimal {warm['optimal_pct']} % by size {warm['valid_by_size']}; load {os.getloadavg()[0]:.2f}",
@@ -489,13 +499,14 @@ TRAINED = "trained-on"
 SETS = (TRAINED, "held-out 2 agents", "held-out 1 agent", "held-out 3 agents")
 
 
-def transfer_sets(per_cell: int) -> dict[str, tuple[list[Instance], int]]:
-    """The held-out sets of ``transfer`` with their answer lengths (three agents' plans are longer)."""
+def transfer_sets(per_cell: int, tokens: int | None = None) -> dict[str, tuple[list[Instance], int]]:
+    """The held-out sets of ``transfer`` with their answer lengths: ``tokens`` for all, else 200, and 300
+    for three agents' longer plans."""
     fewer = max(1, per_cell // 2)
     return {
-        "held-out 2 agents": (held_out(per_cell), 200),
-        "held-out 1 agent": (held_out(fewer, agents=1), 200),
-        "held-out 3 agents": (held_out(fewer, agents=3), 300),
+        "held-out 2 agents": (held_out(per_cell), tokens or 200),
+        "held-out 1 agent": (held_out(fewer, agents=1), tokens or 200),
+        "held-out 3 agents": (held_out(fewer, agents=3), tokens or 300),
     }
 
 
@@ -519,7 +530,7 @@ def run_transfer(
     trained = trained_sample(prompts, args.train_eval, seed)
     model = str(result.checkpoint)
     after = {name: score(boards, answer(model, boards, tokens)) for name, (boards, tokens) in sets.items()}
-    tokens = 300 if max(i.num_agents for i in trained) > 2 else 200  # as the held-out sets' budgets
+    tokens = args.max_completion_length or (300 if max(i.num_agents for i in trained) > 2 else 200)
     after[TRAINED] = score(trained, answer(model, trained, tokens))
     distinct = len({id(i) for i in prompts})  # the boards drawn; layouts may repeat on small sizes
     return {
@@ -640,7 +651,7 @@ def print_transfer(table: dict[str, Any], runs: list[dict[str, Any]]) -> None:
 
 def cmd_transfer(args: argparse.Namespace) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
-    sets = transfer_sets(args.per_cell)
+    sets = transfer_sets(args.per_cell, args.max_completion_length)
     exclude = frozenset(i.board_hash() for boards, _ in sets.values() for i in boards)
     # the held-out sets' warm flags once, here; each run scores the warm-start on its own trained-on boards
     warm = {
@@ -651,7 +662,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
             f"# warm-start on {name} ({len(w['valid'])} boards): "
             f"valid {w['valid_pct']} % optimal {w['optimal_pct']} %"
         )
-    prompts = args.steps * per_step(variant_preset(args.variant, args.steps))
+    prompts = args.steps * per_step(variant_preset(args.variant, args.steps, args.max_completion_length))
     boards = args.boards or prompts
     print(
         f"# training: {boards} boards x {prompts / boards:.2f} passes = {prompts} prompts per seed",

@@ -54,6 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--format", default=DEFAULT_FORMAT, choices=list(POLICY_FORMATS), help="policy format")
     p.add_argument("--size", default="tiny", help="policy size (default tiny)")
     p.add_argument("--preset", default="sft-small", help="SFT preset (default sft-small)")
+    p.add_argument(
+        "--max-completion-length",
+        type=int,
+        default=None,
+        help="longest target and answer in tokens (default: the preset's; a longer scratchpad needs more)",
+    )
     p.add_argument("--agents", default="2,3", help="agent counts of the training boards (equal shares)")
     p.add_argument("--sizes", default="3,4,5,6,7,8", help="map sizes of the training boards")
     p.add_argument("--samples", type=int, default=160000, help="training boards (default 160000)")
@@ -208,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     preset["sft"].update(disable_tqdm=True, include_num_input_tokens_seen="non_padding")
     if args.sampling:
         preset["sft"]["train_sampling_strategy"] = args.sampling
+    if args.max_completion_length:
+        preset["max_completion_length"] = args.max_completion_length
     load = os.getloadavg()[0]
 
     class Budget(TrainerCallback):

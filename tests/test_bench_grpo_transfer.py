@@ -193,8 +193,8 @@ def test_transfer_end_to_end_writes_all_four_sets(
     policy = init_policy(tmp_path / "policy", size="tiny", seed=0)
     real = bench.variant_preset
 
-    def tiny(name: str, steps: int) -> dict:  # one step of 2 prompts x 4 short completions, no probe
-        preset = real(name, steps)
+    def tiny(name: str, steps: int, max_completion_length: int | None) -> dict:  # 2 prompts x 4, no probe
+        preset = real(name, steps, max_completion_length)
         preset["grpo"].update(
             per_device_train_batch_size=8, num_generations=4, use_cpu=True, save_strategy="no"
         )
@@ -214,3 +214,9 @@ def test_transfer_end_to_end_writes_all_four_sets(
     assert record["table"][bench.TRAINED]["valid"]["boards"] == [2]
     assert record["table"]["held-out 2 agents"]["valid"]["boards"] == [18]
     assert "| held-out 3 agents |" in capsys.readouterr().out
+
+
+def test_a_longer_scratchpad_gets_its_completion_budget() -> None:
+    assert bench.variant_preset("preset", 3)["max_completion_length"] == 224  # grpo-small's
+    longer = bench.variant_preset("sparse-drgrpo-kl03", 3, 320)
+    assert longer["max_completion_length"] == 320 and longer["grpo"]["beta"] == 0.3
