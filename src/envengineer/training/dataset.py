@@ -143,7 +143,7 @@ def target_response(instance: Instance, target: str = "solver") -> str:
             words = [cells[0], *(w for t, step in enumerate(steps, 1) for w in (f"t{t}", *step))]
         else:  # solver_free: cell free-moves MOVE cell free-moves MOVE ... cell
             words = [cells[0]]
-            for cell, step in zip(path, steps, strict=False):
+            for cell, step in zip(path[: len(steps)], steps, strict=True):
                 words += [*free_moves(instance, cell), *step]
         lines.append(" ".join([agent_name(i), *words]))
     return "<think>\n" + "\n".join(lines) + "\n</think>\n" + answer

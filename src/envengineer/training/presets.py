@@ -271,7 +271,7 @@ class SFTPreset(_Preset):
         description="What the model learns to write: the solver's SoC-optimal plan (solver); each "
         "agent's path as cells inside <think> first and then the plan (solver_path); the path with each "
         "move beside the cell it leads to (solver_moves); the same with each step's time before its move "
-        "(solver_timed); the same with the free moves of each cell before its move (solver_free); "
+        "(solver_timed); the moves with the free moves of each cell before each move (solver_free); "
         "null: the scratchpad the small-policy folder records in its format, else solver.",
     )
 
