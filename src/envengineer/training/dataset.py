@@ -131,22 +131,29 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     answer = format_answer(plan)
     if target == "solver":
         return answer
-    lines = []
-    for i, (path, actions) in enumerate(zip(paths, plan, strict=True)):
-        cells = [f"({r},{c})" for r, c in path[: len(actions) + 1]]
-        steps = list(zip(actions, cells[1:], strict=True))
-        if target == "solver_path":
-            words = cells
-        elif target == "solver_moves":  # cell MOVE cell MOVE ... cell
-            words = [cells[0], *(w for step in steps for w in step)]
-        elif target == "solver_timed":  # cell t1 MOVE cell t2 MOVE ... cell
-            words = [cells[0], *(w for t, step in enumerate(steps, 1) for w in (f"t{t}", *step))]
-        else:  # solver_free: cell free-moves MOVE cell free-moves MOVE ... cell
-            words = [cells[0]]
-            for cell, step in zip(path[: len(steps)], steps, strict=True):
-                words += [*free_moves(instance, cell), *step]
-        lines.append(" ".join([agent_name(i), *words]))
+    lines = [
+        " ".join([agent_name(i), *_scratchpad_words(instance, target, path, actions)])
+        for i, (path, actions) in enumerate(zip(paths, plan, strict=True))
+    ]
     return "<think>\n" + "\n".join(lines) + "\n</think>\n" + answer
+
+
+def _scratchpad_words(
+    instance: Instance, target: str, path: Sequence[tuple[int, int]], actions: Sequence[str]
+) -> list[str]:
+    """One agent's scratchpad line after its name, as ``target`` spells it (:func:`target_response`)."""
+    cells = [f"({r},{c})" for r, c in path[: len(actions) + 1]]
+    steps = list(zip(actions, cells[1:], strict=True))
+    if target == "solver_path":
+        return cells
+    if target == "solver_moves":  # cell MOVE cell MOVE ... cell
+        return [cells[0], *(w for step in steps for w in step)]
+    if target == "solver_timed":  # cell t1 MOVE cell t2 MOVE ... cell
+        return [cells[0], *(w for t, step in enumerate(steps, 1) for w in (f"t{t}", *step))]
+    words = [cells[0]]  # solver_free: cell free-moves MOVE cell free-moves MOVE ... cell
+    for cell, step in zip(path[: len(steps)], steps, strict=True):
+        words += [*free_moves(instance, cell), *step]
+    return words
 
 
 def free_moves(instance: Instance, cell: tuple[int, int]) -> list[str]:
