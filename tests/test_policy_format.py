@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 
@@ -126,18 +127,25 @@ def test_solver_moves_answer_copies_its_scratchpad_and_is_optimal() -> None:
                 assert cells[-1] == f"({inst.goals[i][0]},{inst.goals[i][1]})"
 
 
-def test_solver_timed_is_solver_moves_with_each_steps_time() -> None:
+def _scratchpad_lines_beside_solver_moves(target: str) -> Iterator[tuple[Instance, str, str]]:
+    """Per sampled instance and agent: its ``solver_moves`` scratchpad line and its ``target`` line,
+    once the two targets are checked to answer the same optimal plan."""
     for inst in _sample(7):
-        moves, timed = target_response(inst, "solver_moves"), target_response(inst, "solver_timed")
-        assert timed.split("</think>")[1] == moves.split("</think>")[1]  # the same answer
-        assert validate(inst, timed).optimal, inst.id
-        for line_m, line_t in zip(moves.splitlines()[1:], timed.splitlines()[1:], strict=True):
+        moves, other = target_response(inst, "solver_moves"), target_response(inst, target)
+        assert other.split("</think>")[1] == moves.split("</think>")[1]  # the same answer
+        assert validate(inst, other).optimal, inst.id
+        for line_m, line_o in zip(moves.splitlines()[1:], other.splitlines()[1:], strict=True):
             if not line_m.startswith("A"):
                 break
-            words = line_t.split()
-            times = words[2::3]  # A0 cell [tT MOVE cell]...
-            assert times == [f"t{t}" for t in range(1, len(times) + 1)], line_t
-            assert [w for w in words if w not in times] == line_m.split()
+            yield inst, line_m, line_o
+
+
+def test_solver_timed_is_solver_moves_with_each_steps_time() -> None:
+    for _, line_m, line_t in _scratchpad_lines_beside_solver_moves("solver_timed"):
+        words = line_t.split()
+        times = words[2::3]  # A0 cell [tT MOVE cell]...
+        assert times == [f"t{t}" for t in range(1, len(times) + 1)], line_t
+        assert [w for w in words if w not in times] == line_m.split()
 
 
 def test_solver_free_lists_each_cells_free_moves_before_the_move() -> None:
@@ -145,22 +153,16 @@ def test_solver_free_lists_each_cells_free_moves_before_the_move() -> None:
     inst = Instance("x", ("...", ".H.", "..."), ((0, 0),), ((2, 0),), 2, 2, 2)
     think = target_response(inst, "solver_free").split("</think>")[0]
     assert think == "<think>\nA0 (0,0) down right DOWN (1,0) up down DOWN (2,0)\n"
-    for inst in _sample(7):
-        moves, free = target_response(inst, "solver_moves"), target_response(inst, "solver_free")
-        assert free.split("</think>")[1] == moves.split("</think>")[1]  # the same answer
-        assert validate(inst, free).optimal, inst.id
-        for line_m, line_f in zip(moves.splitlines()[1:], free.splitlines()[1:], strict=True):
-            if not line_m.startswith("A"):
-                break
-            words = line_f.split()
-            assert [w for w in words if not w.islower()] == line_m.split()
-            at = [k for k, w in enumerate(words) if w.startswith("(")]
-            for here, there in pairwise(at):
-                r, c = (int(x) for x in words[here].strip("()").split(","))
-                *listed, move = words[here + 1 : there]
-                steps = {"up": (r - 1, c), "down": (r + 1, c), "left": (r, c - 1), "right": (r, c + 1)}
-                assert listed == [m for m, cell in steps.items() if inst.is_free(cell)], (inst.id, line_f)
-                assert move == "WAIT" or move.lower() in listed, (inst.id, line_f)
+    for inst, line_m, line_f in _scratchpad_lines_beside_solver_moves("solver_free"):
+        words = line_f.split()
+        assert [w for w in words if not w.islower()] == line_m.split()
+        at = [k for k, w in enumerate(words) if w.startswith("(")]
+        for here, there in pairwise(at):
+            r, c = (int(x) for x in words[here].strip("()").split(","))
+            *listed, move = words[here + 1 : there]
+            steps = {"up": (r - 1, c), "down": (r + 1, c), "left": (r, c - 1), "right": (r, c + 1)}
+            assert listed == [m for m, cell in steps.items() if inst.is_free(cell)], (inst.id, line_f)
+            assert move == "WAIT" or move.lower() in listed, (inst.id, line_f)
 
 
 def test_a_detour_becomes_waits_only_where_the_plan_stays_valid() -> None:
