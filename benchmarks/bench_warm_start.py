@@ -72,6 +72,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the trainer's train_sampling_strategy (default: the preset's)",
     )
     p.add_argument(
+        "--length-groups",
+        type=int,
+        default=None,
+        help="batch rows of similar length, sorted within groups of this many batches "
+        "(the preset's length_group_batches; default: the preset's)",
+    )
+    p.add_argument(
         "--holes",
         type=hole_ratio,
         default=0.25,
@@ -214,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     preset["sft"].update(disable_tqdm=True, include_num_input_tokens_seen="non_padding")
     if args.sampling:
         preset["sft"]["train_sampling_strategy"] = args.sampling
+    if args.length_groups:
+        preset["length_group_batches"] = args.length_groups
     if args.max_completion_length:
         preset["max_completion_length"] = args.max_completion_length
     load = os.getloadavg()[0]

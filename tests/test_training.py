@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -358,3 +359,57 @@ def test_two_processes_under_torchrun_train_one_model(tiny_model: Path, tmp_path
     epochs = [e["epoch"] for e in metrics["log_history"] if "loss" in e]
     assert epochs == [0.25, 0.5]  # 2 prompts per step: one per process
     assert len((out / "manifest.jsonl").read_text().splitlines()) == 8
+
+
+def test_sft_length_grouped_batches(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from envengineer.training import batching
+
+    sft_module = importlib.import_module("envengineer.training.sft")  # the package exports a function `sft`
+    orders: list[list[int]] = []
+    divisors: list[tuple[int, float]] = []  # (the trainer's own count of loss tokens, the divisor used)
+
+    class Recording(batching.LengthGroupedSampler):
+        def __iter__(self):
+            order = list(super().__iter__())
+            orders.append(order)
+            return iter(order)
+
+    def recording_trainer(base: type, group_batches: int) -> type:
+        class Checked(batching.length_grouped_trainer(base, group_batches)):
+            def _get_num_items_in_batch(self, batch_samples: list, device: Any) -> Any:
+                used = super()._get_num_items_in_batch(batch_samples, device)
+                divisors.append((int(base._get_num_items_in_batch(self, batch_samples, device)), float(used)))
+                return used
+
+        return Checked
+
+    monkeypatch.setattr(batching, "LengthGroupedSampler", Recording)
+    monkeypatch.setattr(sft_module, "length_grouped_trainer", recording_trainer)
+    preset = {
+        "max_prompt_length": None,
+        "max_completion_length": 64,
+        "length_group_batches": 2,
+        "sft": {"learning_rate": 1e-2, "per_device_train_batch_size": 2, "max_steps": 2, **_CPU},
+    }
+    result = sft(str(tiny_model), tiny_instances(), out_dir=tmp_path, preset=preset, seed=0)
+    assert result.steps == 2
+    assert orders and sorted(orders[0]) == [0, 1, 2, 3]  # the trainer drew its batches from the sampler
+    # Two steps are one pass over the four rows: the divisors add up to the loss tokens the trainer counts,
+    # while each step's divisor is the same (the average batch's), whatever its rows' lengths.
+    assert len(divisors) == 2 and divisors[0][1] == divisors[1][1]
+    assert divisors[0][0] != divisors[1][0]  # the two batches differ in length (the hand-written boards do)
+    assert sum(real for real, _ in divisors) == pytest.approx(sum(used for _, used in divisors))
+
+
+def test_length_grouped_batches_refuse_a_second_order() -> None:
+    from envengineer.training.presets import load_preset
+
+    preset = load_preset(
+        {"kind": "sft", "length_group_batches": 4, "sft": {"train_sampling_strategy": "random"}}, "sft"
+    )
+    with pytest.raises(ConfigError, match="length_group_batches"):
+        preset.trl_options()

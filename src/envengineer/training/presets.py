@@ -284,6 +284,13 @@ class SFTPreset(_Preset):
         spec = policy_format_of(model_path)
         return spec.scratchpad if spec is not None else "solver"
 
+    length_group_batches: int | None = Field(
+        default=None,
+        ge=1,
+        description="Batch rows of similar length: shuffle, sort each group of this many batches' rows by "
+        "length, cut it into batches and shuffle the batches (envengineer.training.batching); padding "
+        "falls while every batch still draws from a random sample. null: the trainer's random order.",
+    )
     sft: dict[str, Any] = Field(default_factory=dict, description="Options of trl.SFTConfig, passed through.")
 
     def trl_options(self) -> dict[str, Any]:
@@ -291,6 +298,11 @@ class SFTPreset(_Preset):
         from trl import SFTConfig
 
         check_options(self.sft, SFTConfig, section="sft")
+        if self.length_group_batches is not None and "train_sampling_strategy" in self.sft:
+            raise ConfigError(
+                "length_group_batches orders the batches itself; drop sft.train_sampling_strategy "
+                "or set length_group_batches: null"
+            )
         return dict(self.sft)
 
     def build_config(

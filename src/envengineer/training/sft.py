@@ -18,6 +18,7 @@ from typing import Any
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.instance import Instance
+from envengineer.training.batching import length_grouped_trainer
 from envengineer.training.dataset import check_prompt_lengths, sft_rows
 from envengineer.training.grpo import (
     Timing,
@@ -181,10 +182,16 @@ def _sft_dataset(
 def _sft_trainer(
     resolved: SFTPreset, model_path: str, args: Any, dataset: Any, tokenizer: Any, callbacks: list[Any]
 ) -> Any:
-    """TRL's ``SFTTrainer`` over ``dataset``, with LoRA when the preset asks for it."""
+    """TRL's ``SFTTrainer`` over ``dataset``, with LoRA when the preset asks for it and batches of similar
+    length (``length_group_batches``)."""
     from trl import SFTTrainer
 
-    return SFTTrainer(
+    trainer_cls = SFTTrainer
+    if resolved.length_group_batches is not None:
+        if args.world_size > 1:
+            raise ConfigError("length_group_batches orders the batches of one process; set it to null")
+        trainer_cls = length_grouped_trainer(SFTTrainer, resolved.length_group_batches)
+    return trainer_cls(
         model=model_path,
         args=args,
         train_dataset=dataset,

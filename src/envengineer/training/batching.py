@@ -1,0 +1,97 @@
+"""Batches of similar length that stay mixed: less padding without sorting the whole run.
+
+A batch is padded to its longest row, so with answers of one to three agents on boards of 3 to 8 cells a
+random batch of 32 is mostly padding (42 % of its tokens are real with the ``free-moves`` scratchpad).
+Sorting the whole dataset by length (transformers' ``group_by_length``: megabatches of 50 batches) makes
+every batch one kind of board, and in a measured warm-start the loss stayed well above a random order's.
+The middle way here: shuffle, cut the rows into groups of ``group_batches`` batches, sort each group by
+length and cut it into batches, then shuffle the batches. Each batch still draws from a random sample of
+``group_batches * batch_size`` rows; with 4 batches a group, 71 % of its tokens are real.
+
+Sorted batches also change what a token weighs. The trainer divides a batch's summed loss by the tokens in
+that batch, so in a batch of short answers each token weighs several times what it weighs in a batch of
+long ones, and the long boards (three agents, 7x7 and 8x8), the hardest, learn least: in a measured
+warm-start the three-agent valid rate fell from 30.2 to 11.8 % at equal steps. :func:`length_grouped_trainer`
+divides every batch's loss by the same number instead, the answer tokens of an average batch, so each token
+weighs what it weighs in a random order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+
+def length_grouped_order(
+    lengths: Sequence[int], batch_size: int, group_batches: int, rng: np.random.Generator
+) -> list[int]:
+    """A permutation of ``range(len(lengths))`` whose consecutive ``batch_size`` slices are the batches.
+
+    >>> order = length_grouped_order([5, 1, 4, 2, 3, 6], 2, 3, np.random.default_rng(0))
+    >>> sorted(order), sorted(tuple(sorted([5, 1, 4, 2, 3, 6][i] for i in order[j:j + 2])) for j in (0, 2, 4))
+    ([0, 1, 2, 3, 4, 5], [(1, 2), (3, 4), (5, 6)])
+    """
+    if batch_size < 1 or group_batches < 1:
+        raise ValueError(f"batch_size and group_batches must be >= 1, got {batch_size} and {group_batches}")
+    perm = rng.permutation(len(lengths))
+    group = batch_size * group_batches
+    batches: list[list[int]] = []
+    for start in range(0, len(perm), group):
+        rows = sorted(perm[start : start + group].tolist(), key=lambda i: lengths[i])
+        batches += [rows[b : b + batch_size] for b in range(0, len(rows), batch_size)]
+    # A short group (the dataset's tail) may leave a short batch; it stays last, where the loader expects it.
+    full = [b for b in batches if len(b) == batch_size]
+    tail = [b for b in batches if len(b) < batch_size]
+    return [i for b in [*(full[j] for j in rng.permutation(len(full))), *tail] for i in b]
+
+
+class LengthGroupedSampler:
+    """A ``torch`` sampler over :func:`length_grouped_order`, a new order every epoch (seeded)."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, group_batches: int, seed: int) -> None:
+        self.lengths = list(lengths)
+        self.batch_size = batch_size
+        self.group_batches = group_batches
+        self.seed = seed
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self) -> Iterator[int]:
+        rng = np.random.default_rng((self.seed, self.epoch))
+        self.epoch += 1
+        return iter(length_grouped_order(self.lengths, self.batch_size, self.group_batches, rng))
+
+
+def length_grouped_trainer(trainer_cls: type, group_batches: int) -> type:
+    """A subclass of the ``transformers`` trainer ``trainer_cls`` (one process) whose training batches come
+    from a :class:`LengthGroupedSampler` over its tokenized dataset, and whose loss divides every step's
+    summed token losses by the same number: the loss tokens of an average row times the step's rows."""
+
+    class LengthGroupedTrainer(trainer_cls):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            data = self.train_dataset  # tokenized, with the trainer's own labels (-100: no loss)
+            lengths = [len(ids) for ids in data["input_ids"]]
+            # counted as transformers counts them: the labels after the first, as a causal LM shifts them
+            loss_tokens = sum(int(np.count_nonzero(np.asarray(row[1:]) != -100)) for row in data["labels"])
+            self.length_sampler = LengthGroupedSampler(
+                lengths, self.args.per_device_train_batch_size, group_batches, seed=self.args.seed
+            )
+            self.loss_tokens_per_row = loss_tokens / max(1, len(lengths))
+
+        def _get_train_sampler(self, train_dataset: Any = None) -> Any:  # transformers' hook
+            return self.length_sampler
+
+        def _get_num_items_in_batch(self, batch_samples: list, device: Any) -> Any:  # the loss's divisor
+            if super()._get_num_items_in_batch(batch_samples, device) is None:
+                return None  # the model takes a plain mean; nothing to replace
+            import torch
+
+            rows = sum(len(batch["labels"]) for batch in batch_samples)
+            return torch.tensor(self.loss_tokens_per_row * rows, dtype=torch.float32, device=device)
+
+    return LengthGroupedTrainer
