@@ -71,6 +71,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["random", "group_by_length"],
         help="the trainer's train_sampling_strategy (default: the preset's)",
     )
+    p.add_argument("--batch-size", type=int, default=None, help="rows per step (default: the preset's 32)")
     p.add_argument(
         "--length-groups",
         type=int,
@@ -221,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     preset["sft"].update(disable_tqdm=True, include_num_input_tokens_seen="non_padding")
     if args.sampling:
         preset["sft"]["train_sampling_strategy"] = args.sampling
+    if args.batch_size:
+        preset["sft"]["per_device_train_batch_size"] = args.batch_size
     if args.length_groups:
         preset["length_group_batches"] = args.length_groups
     if args.max_completion_length:

@@ -42,7 +42,7 @@ def _sample(step: int = 13) -> list[Instance]:
     [("atomic", False, False), ("split", False, False), ("split", True, False), ("split", False, True)],
 )
 def test_every_prompt_and_every_target_round_trips(cells: str, times: bool, free: bool) -> None:
-    tokenizer = build_tokenizer(cells=cells, times=times, free_moves=free)
+    tokenizer = build_tokenizer(cells=cells, times=times, free_moves=free, wait=free)
     for inst in _sample():
         texts = [m["content"] for style in ("full", "compact") for m in build_messages(inst, style=style)]
         texts += [target_response(inst, target) for target in SFT_TARGETS]
@@ -92,6 +92,17 @@ def test_a_free_move_is_one_token_and_adds_pieces_after_all_others() -> None:
     vocab, base = free.get_vocab(), split.get_vocab()
     assert all(vocab[p] == i for p, i in base.items())
     assert sorted(set(vocab) - set(base)) == [" down", " right", " up"]  # " left" is a prompt word
+
+
+def test_the_joint_check_adds_wait_after_every_other_piece() -> None:
+    free, joint = POLICY_FORMATS["free-moves"].tokenizer(), POLICY_FORMATS["joint-moves"].tokenizer()
+    assert joint.convert_ids_to_tokens(joint.encode("A1 (0,1) up wait WAIT")) == [
+        "A", "1", " (0", ",1)", " up", " wait", " WAIT",
+    ]  # fmt: skip
+    assert joint.decode(joint.encode(" waiting wait")) == " waiting wait"
+    vocab, base = joint.get_vocab(), free.get_vocab()
+    assert all(vocab[p] == i for p, i in base.items())
+    assert sorted(set(vocab) - set(base)) == [" wait"]
 
 
 def test_v1_tokenizer_is_the_one_older_policies_carry() -> None:
@@ -163,6 +174,58 @@ def test_solver_free_lists_each_cells_free_moves_before_the_move() -> None:
             steps = {"up": (r - 1, c), "down": (r + 1, c), "left": (r, c - 1), "right": (r, c + 1)}
             assert listed == [m for m, cell in steps.items() if inst.is_free(cell)], (inst.id, line_f)
             assert move == "WAIT" or move.lower() in listed, (inst.id, line_f)
+
+
+def test_solver_joint_leaves_out_what_clashes_with_the_agents_before() -> None:
+    # by hand: a 3x3 board; A0 (1,0) -> (1,1), A1 (1,1) -> (1,2), one step each.
+    inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
+    think = target_response(inst, "solver_joint").split("</think>")[0]
+    # A0 has no one before it: its free moves and wait. A1 may not go left (a swap with A0) nor wait
+    # (A0 arrives on its cell at t=1).
+    assert think == "<think>\nA0 (1,0) up down right wait RIGHT (1,1)\nA1 (1,1) up down right RIGHT (1,2)\n"
+    for _, line_m, line_j in _scratchpad_lines_beside_solver_moves("solver_joint"):
+        assert [w for w in line_j.split() if not w.islower()] == line_m.split()
+    # Against a simulation of the earlier agents on a sample: what is listed is exactly what keeps clear.
+    for inst in _sample(17):
+        walked: list[list[tuple[int, int]]] = []  # the cells of the agents written so far, from their lines
+        for line in target_response(inst, "solver_joint").split("</think>")[0].splitlines()[1:]:
+            words = line.split()[1:]
+            at = [k for k, w in enumerate(words) if w.startswith("(")]
+            cells = [_cell(words[k]) for k in at]
+            for t, (here, there) in enumerate(pairwise(at)):
+                *listed, move = words[here + 1 : there]
+                options = _options(cells[t])
+                expected = [
+                    m
+                    for m, cell in options.items()
+                    if (m == "wait" or inst.is_free(cell)) and _keeps_clear(walked, t, cells[t], cell)
+                ]
+                assert listed == expected, (inst.id, line)
+                assert move.lower() in listed and options[move.lower()] == cells[t + 1], (inst.id, line)
+            walked.append(cells)
+
+
+def _cell(word: str) -> tuple[int, int]:
+    r, c = (int(x) for x in word.strip("()").split(","))
+    return r, c
+
+
+def _options(here: tuple[int, int]) -> dict[str, tuple[int, int]]:
+    r, c = here
+    return {"up": (r - 1, c), "down": (r + 1, c), "left": (r, c - 1), "right": (r, c + 1), "wait": (r, c)}
+
+
+def _keeps_clear(
+    walked: list[list[tuple[int, int]]], t: int, here: tuple[int, int], there: tuple[int, int]
+) -> bool:
+    """No agent before is on ``there`` at t + 1 nor goes from ``there`` to ``here`` (it stays on its goal)."""
+
+    def where(path: list[tuple[int, int]], time: int) -> tuple[int, int]:
+        return path[min(time, len(path) - 1)]
+
+    return all(
+        where(p, t + 1) != there and not (where(p, t) == there and where(p, t + 1) == here) for p in walked
+    )
 
 
 def test_a_detour_becomes_waits_only_where_the_plan_stays_valid() -> None:

@@ -91,12 +91,16 @@ class PolicyFormat:
             to) or ``solver_timed`` (the same with each step's time before its move, so an agent's cell at
             time t is found in another agent's line by its time token; a time is one token, ``t0`` to
             ``t63``) or ``solver_free`` (the free moves of each cell, ``up down left right`` one token
-            each, before the move that leaves it), :func:`envengineer.training.dataset.target_response`.
+            each, before the move that leaves it) or ``solver_joint`` (the same, leaving out the moves that
+            clash with the agents written before and listing ``wait`` when staying does not),
+            :func:`envengineer.training.dataset.target_response`.
     """
 
     cells: Literal["atomic", "split"]
     embeddings: Literal["random", "coordinates"]
-    scratchpad: Literal["solver", "solver_path", "solver_moves", "solver_timed", "solver_free"]
+    scratchpad: Literal[
+        "solver", "solver_path", "solver_moves", "solver_timed", "solver_free", "solver_joint"
+    ]
 
     def tokenizer(self, max_length: int = 2048) -> Any:
         """The tokenizer of a new policy in this format (:func:`build_tokenizer`)."""
@@ -104,7 +108,8 @@ class PolicyFormat:
             max_length,
             cells=self.cells,
             times=self.scratchpad == "solver_timed",
-            free_moves=self.scratchpad == "solver_free",
+            free_moves=self.scratchpad in ("solver_free", "solver_joint"),
+            wait=self.scratchpad == "solver_joint",
         )
 
 
@@ -117,6 +122,7 @@ POLICY_FORMATS: dict[str, PolicyFormat] = {
     "split-moves": PolicyFormat("split", "coordinates", "solver_moves"),
     "timed-moves": PolicyFormat("split", "coordinates", "solver_timed"),
     "free-moves": PolicyFormat("split", "coordinates", "solver_free"),
+    "joint-moves": PolicyFormat("split", "coordinates", "solver_joint"),
 }
 #: The format of new policies (``policy init``, ``policy:SIZE``).
 DEFAULT_FORMAT = "split-moves"
@@ -131,6 +137,7 @@ _ACTIONS = ("UP", "DOWN", "LEFT", "RIGHT", "WAIT")
 _CELL_RANGE = 16  # cells (r,c) with r, c < 16 are one token each
 _TIME_RANGE = 64  # times t0..t63 are one token each (solver_timed scratchpads)
 _FREE_MOVES = (" up", " down", " left", " right")  # one token each (solver_free scratchpads)
+_WAIT = (" wait",)  # one token (solver_joint scratchpads)
 
 
 @dataclass(frozen=True)
@@ -181,15 +188,19 @@ def vocabulary_words() -> list[str]:
 
 
 def build_tokenizer(
-    max_length: int = 2048, cells: str = "atomic", times: bool = False, free_moves: bool = False
+    max_length: int = 2048,
+    cells: str = "atomic",
+    times: bool = False,
+    free_moves: bool = False,
+    wait: bool = False,
 ) -> Any:
     """The testbed tokenizer as a ``transformers.PreTrainedTokenizerFast`` with its chat template.
 
     ``cells`` is :attr:`PolicyFormat.cells`: ``atomic`` makes ``(r,c)`` one token, ``split`` two
     (``(r`` and ``,c)``). ``times`` adds the pieces `` t0`` to `` t63`` (the ``solver_timed``
     scratchpad's times), ``free_moves`` the pieces `` up``, `` down`` and `` right`` (`` left`` is a
-    word of the prompts already; the ``solver_free`` scratchpad's free moves). Either way every ASCII
-    text encodes and decodes exactly.
+    word of the prompts already; the ``solver_free`` scratchpad's free moves), ``wait`` the piece
+    `` wait`` (the ``solver_joint`` scratchpad's). Either way every ASCII text encodes and decodes exactly.
 
     >>> tok = build_tokenizer()
     >>> text = "<answer>\\nA0: RIGHT DOWN\\nA1: WAIT\\n</answer>"
@@ -225,6 +236,9 @@ def build_tokenizer(
     if free_moves:  # after every other piece too, and only with their space: "up" alone stays letters
         pieces += [p for p in _FREE_MOVES if p not in pieces]
         free_pattern = "|".join(rf"{re.escape(p)}\b" for p in _FREE_MOVES) + "|"
+    if wait:  # last of all: the formats before keep their ids
+        pieces += [p for p in _WAIT if p not in pieces]
+        free_pattern += "|".join(rf"{re.escape(p)}\b" for p in _WAIT) + "|"
     vocab = {piece: i for i, piece in enumerate(pieces)}
     alternatives = "|".join(re.escape(t) for t in _TAGS)
     word_pattern = "|".join(re.escape(w) for w in words)

@@ -8,12 +8,8 @@ The middle way here: shuffle, cut the rows into groups of ``group_batches`` batc
 length and cut it into batches, then shuffle the batches. Each batch still draws from a random sample of
 ``group_batches * batch_size`` rows; with 4 batches a group, 71 % of its tokens are real.
 
-Sorted batches also change what a token weighs. The trainer divides a batch's summed loss by the tokens in
-that batch, so in a batch of short answers each token weighs several times what it weighs in a batch of
-long ones, and the long boards (three agents, 7x7 and 8x8), the hardest, learn least: in a measured
-warm-start the three-agent valid rate fell from 30.2 to 11.8 % at equal steps. :func:`length_grouped_trainer`
-divides every batch's loss by the same number instead, the answer tokens of an average batch, so each token
-weighs what it weighs in a random order.
+Measured (docs/models.md, ``bench_warm_start.py --length-groups 4``): 1.4x the steps in the same minutes,
+but less learned per step; it is not in a shipped preset.
 """
 
 from __future__ import annotations
@@ -68,30 +64,14 @@ class LengthGroupedSampler:
 
 def length_grouped_trainer(trainer_cls: type, group_batches: int) -> type:
     """A subclass of the ``transformers`` trainer ``trainer_cls`` (one process) whose training batches come
-    from a :class:`LengthGroupedSampler` over its tokenized dataset, and whose loss divides every step's
-    summed token losses by the same number: the loss tokens of an average row times the step's rows."""
+    from a :class:`LengthGroupedSampler` over its tokenized dataset (what the trainer pads)."""
 
     class LengthGroupedTrainer(trainer_cls):  # type: ignore[valid-type,misc]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            data = self.train_dataset  # tokenized, with the trainer's own labels (-100: no loss)
+        def _get_train_sampler(self, train_dataset: Any = None) -> Any:  # transformers' hook
+            data = self.train_dataset if train_dataset is None else train_dataset
             lengths = [len(ids) for ids in data["input_ids"]]
-            # counted as transformers counts them: the labels after the first, as a causal LM shifts them
-            loss_tokens = sum(int(np.count_nonzero(np.asarray(row[1:]) != -100)) for row in data["labels"])
-            self.length_sampler = LengthGroupedSampler(
+            return LengthGroupedSampler(
                 lengths, self.args.per_device_train_batch_size, group_batches, seed=self.args.seed
             )
-            self.loss_tokens_per_row = loss_tokens / max(1, len(lengths))
-
-        def _get_train_sampler(self, train_dataset: Any = None) -> Any:  # transformers' hook
-            return self.length_sampler
-
-        def _get_num_items_in_batch(self, batch_samples: list, device: Any) -> Any:  # the loss's divisor
-            if super()._get_num_items_in_batch(batch_samples, device) is None:
-                return None  # the model takes a plain mean; nothing to replace
-            import torch
-
-            rows = sum(len(batch["labels"]) for batch in batch_samples)
-            return torch.tensor(self.loss_tokens_per_row * rows, dtype=torch.float32, device=device)
 
     return LengthGroupedTrainer

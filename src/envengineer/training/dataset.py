@@ -82,6 +82,10 @@ def target_response(instance: Instance, target: str = "solver") -> str:
             ``"solver_free"``: ``solver_moves`` with the free moves of the cell an agent stands on
             (``up down left right``, those whose cell is on the board and not a hole) before each move,
             so the check of a move against the holes is written down, one neighbour a token.
+            ``"solver_joint"``: ``solver_free`` where a move is free only if it also keeps clear of the
+            agents written before (not onto the cell one of them holds at the next time, not swapping
+            with one), and ``wait`` is listed when staying does: the check against the other agents
+            is written down too, so the plan's move is always one of those listed.
 
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> print(target_response(inst))
@@ -117,6 +121,11 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     A0 (1,0) up down right RIGHT (1,1)
     A1 (1,1) up down left right RIGHT (1,2)
     <BLANKLINE>
+    >>> print(target_response(inst, "solver_joint").split("</think>")[0])
+    <think>
+    A0 (1,0) up down right wait RIGHT (1,1)
+    A1 (1,1) up down right RIGHT (1,2)
+    <BLANKLINE>
     """
     from envengineer.mapf.instance import agent_name
     from envengineer.mapf.solver import paths_to_actions, solve_instance
@@ -125,23 +134,28 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     if target not in SFT_TARGETS:
         raise ConfigError(f"unknown SFT target {target!r}; use one of {list(SFT_TARGETS)}")
     paths = solve_instance(instance).paths
-    if target in ("solver_moves", "solver_timed", "solver_free"):
+    if target in ("solver_moves", "solver_timed", "solver_free", "solver_joint"):
         paths = wait_instead_of_detours(instance, paths)
     plan = paths_to_actions(paths)
     answer = format_answer(plan)
     if target == "solver":
         return answer
     lines = [
-        " ".join([agent_name(i), *_scratchpad_words(instance, target, path, actions)])
+        " ".join([agent_name(i), *_scratchpad_words(instance, target, path, actions, paths[:i])])
         for i, (path, actions) in enumerate(zip(paths, plan, strict=True))
     ]
     return "<think>\n" + "\n".join(lines) + "\n</think>\n" + answer
 
 
 def _scratchpad_words(
-    instance: Instance, target: str, path: Sequence[tuple[int, int]], actions: Sequence[str]
+    instance: Instance,
+    target: str,
+    path: Sequence[tuple[int, int]],
+    actions: Sequence[str],
+    earlier: Sequence[Sequence[tuple[int, int]]],
 ) -> list[str]:
-    """One agent's scratchpad line after its name, as ``target`` spells it (:func:`target_response`)."""
+    """One agent's scratchpad line after its name, as ``target`` spells it (:func:`target_response`);
+    ``earlier``: the paths of the agents written before it."""
     cells = [f"({r},{c})" for r, c in path[: len(actions) + 1]]
     steps = list(zip(actions, cells[1:], strict=True))
     if target == "solver_path":
@@ -151,8 +165,13 @@ def _scratchpad_words(
     if target == "solver_timed":  # cell t1 MOVE cell t2 MOVE ... cell
         return [cells[0], *(w for t, step in enumerate(steps, 1) for w in (f"t{t}", *step))]
     words = [cells[0]]  # solver_free: cell free-moves MOVE cell free-moves MOVE ... cell
-    for cell, step in zip(path[: len(steps)], steps, strict=True):
-        words += [*free_moves(instance, cell), *step]
+    for t, step in enumerate(steps):
+        checked = (
+            free_moves(instance, path[t])
+            if target == "solver_free"
+            else joint_moves(instance, path, t, earlier)
+        )
+        words += [*checked, *step]
     return words
 
 
@@ -171,6 +190,35 @@ def free_moves(instance: Instance, cell: tuple[int, int]) -> list[str]:
         for name in ("UP", "DOWN", "LEFT", "RIGHT")
         if instance.is_free((r + MOVES[name][0], c + MOVES[name][1]))
     ]
+
+
+def joint_moves(
+    instance: Instance, path: Sequence[tuple[int, int]], t: int, earlier: Sequence[Sequence[tuple[int, int]]]
+) -> list[str]:
+    """The ``solver_joint`` check at time ``t`` of ``path``: the :func:`free_moves` of its cell that neither
+    lead onto a cell an ``earlier`` agent holds at ``t + 1`` nor swap with one, then ``wait`` when no
+    earlier agent holds the cell at ``t + 1``. An agent stays on its goal once its path ends.
+
+    >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
+    >>> joint_moves(inst, [(1, 1), (1, 0)], 0, [[(1, 0), (1, 1)]])  # right: (1,2) free; left: a swap
+    ['up', 'down', 'right']
+    """
+    from envengineer.mapf.instance import MOVES
+
+    def at(p: Sequence[tuple[int, int]], time: int) -> tuple[int, int]:
+        return p[min(time, len(p) - 1)]
+
+    r, c = cell = at(path, t)
+    taken = {at(p, t + 1) for p in earlier}
+    swaps = {at(p, t) for p in earlier if at(p, t + 1) == cell}
+    moves = [
+        name.lower()
+        for name in ("UP", "DOWN", "LEFT", "RIGHT")
+        if (d := (r + MOVES[name][0], c + MOVES[name][1])) not in taken
+        and d not in swaps
+        and instance.is_free(d)
+    ]
+    return moves + (["wait"] if cell not in taken else [])
 
 
 def wait_instead_of_detours(instance: Instance, paths: Sequence[Sequence[tuple[int, int]]]) -> list[list]:
@@ -209,7 +257,7 @@ def wait_instead_of_detours(instance: Instance, paths: Sequence[Sequence[tuple[i
 
 
 #: What an SFT completion holds (:func:`target_response`).
-SFT_TARGETS = ("solver", "solver_path", "solver_moves", "solver_timed", "solver_free")
+SFT_TARGETS = ("solver", "solver_path", "solver_moves", "solver_timed", "solver_free", "solver_joint")
 
 
 def sft_rows(

@@ -266,12 +266,15 @@ class SFTPreset(_Preset):
     """
 
     kind: Literal["sft"] = "sft"
-    target: Literal["solver", "solver_path", "solver_moves", "solver_timed", "solver_free"] | None = Field(
+    target: (
+        Literal["solver", "solver_path", "solver_moves", "solver_timed", "solver_free", "solver_joint"] | None
+    ) = Field(
         default="solver",
         description="What the model learns to write: the solver's SoC-optimal plan (solver); each "
         "agent's path as cells inside <think> first and then the plan (solver_path); the path with each "
         "move beside the cell it leads to (solver_moves); the same with each step's time before its move "
-        "(solver_timed); the moves with the free moves of each cell before each move (solver_free); "
+        "(solver_timed); the moves with the free moves of each cell before each move (solver_free); the "
+        "same with moves and waits that clash with the agents written before left out (solver_joint); "
         "null: the scratchpad the small-policy folder records in its format, else solver.",
     )
 
