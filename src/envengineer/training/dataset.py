@@ -121,11 +121,6 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     A0 (1,0) up down right RIGHT (1,1)
     A1 (1,1) up down left right RIGHT (1,2)
     <BLANKLINE>
-    >>> print(target_response(inst, "solver_joint").split("</think>")[0])
-    <think>
-    A0 (1,0) up down right wait RIGHT (1,1)
-    A1 (1,1) up down right RIGHT (1,2)
-    <BLANKLINE>
     """
     from envengineer.mapf.instance import agent_name
     from envengineer.mapf.solver import paths_to_actions, solve_instance
