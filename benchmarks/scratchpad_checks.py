@@ -1,0 +1,91 @@
+"""Does a warm-started policy fail in its check or in following it? Its failures against its own scratchpad.
+
+For a policy of the ``free-moves`` or ``joint-moves`` format (docs/models.md), answers the held-out boards
+of ``--agents`` agents greedily (``bench_grpo.py``'s sets, sizes 3-8) and sorts every invalid answer by
+the validator's failure and by what its scratchpad shows:
+
+* ``check wrong``: some list of moves in the scratchpad differs from the true one (the cell's free moves;
+  for ``joint-moves``, those clear of the agents written before, as the scratchpad itself walks them);
+* ``move not listed``: every list is right, and some move written after one is not in it;
+* ``followed``: every list is right and every move is among its list's; the failure is one the check
+  does not cover (a conflict with an agent written later, a goal not reached, ...);
+* ``no scratchpad``: no ``<think>`` block, or a line without cells.
+
+Usage::
+
+    python benchmarks/scratchpad_checks.py runs/wf1/sft/checkpoint --agents 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+
+from bench_grpo import answer, held_out  # greedy answers in batches of 64; the held-out sets
+from envengineer.mapf.instance import Instance
+from envengineer.mapf.validator import validate
+from envengineer.models.small_policy import policy_format_of
+from envengineer.training.dataset import free_moves, joint_moves
+
+_CELL = re.compile(r"\((\d+),(\d+)\)")
+
+
+def classify(instance: Instance, text: str, scratchpad: str) -> str:
+    """What the scratchpad of an answer shows: ``check wrong``, ``move not listed``, ``followed`` or
+    ``no scratchpad`` (module docstring); ``scratchpad`` is ``solver_free`` or ``solver_joint``."""
+    if "<think>" not in text or "</think>" not in text:
+        return "no scratchpad"
+    walked: list[list[tuple[int, int]]] = []  # the cells of the lines read so far
+    verdict = "followed"
+    for line in text.split("<think>", 1)[1].split("</think>", 1)[0].strip().splitlines():
+        words = line.split()[1:]
+        at = [k for k, w in enumerate(words) if _CELL.fullmatch(w)]
+        if not at:
+            return "no scratchpad"
+        cells = [(int(m[1]), int(m[2])) for m in (_CELL.fullmatch(words[k]) for k in at)]
+        for t, (here, there) in enumerate(pairwise(at)):
+            if there == here + 1:  # two cells with no move between them
+                return "no scratchpad"
+            *listed, move = words[here + 1 : there]
+            true = (
+                free_moves(instance, cells[t])
+                if scratchpad == "solver_free"
+                else joint_moves(instance, cells, t, walked)
+            )
+            if listed != true:
+                return "check wrong"
+            if move.lower() not in listed:
+                verdict = "move not listed"
+        walked.append(cells)
+    return verdict
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("checkpoint", type=Path)
+    p.add_argument("--agents", type=int, default=2, help="agent count of the held-out set (default 2)")
+    p.add_argument("--per-cell", type=int, default=16, help="held-out boards per size and wait subset")
+    p.add_argument("--max-new-tokens", type=int, default=640)
+    args = p.parse_args(argv)
+    spec = policy_format_of(args.checkpoint)
+    if spec is None or spec.scratchpad not in ("solver_free", "solver_joint"):
+        p.error(f"{args.checkpoint} is not a free-moves or joint-moves policy")
+    instances = held_out(args.per_cell, agents=args.agents)
+    texts = answer(str(args.checkpoint), instances, args.max_new_tokens)
+    counts: Counter[tuple[str, str]] = Counter()
+    for inst, text in zip(instances, texts, strict=True):
+        verdict = validate(inst, text)
+        if not verdict.valid:
+            counts[(str(verdict.failure), classify(inst, text, spec.scratchpad))] += 1
+    print(f"# {args.checkpoint}: {sum(counts.values())} invalid of {len(instances)} ({args.agents} agents)")
+    for (failure, what), n in counts.most_common():
+        print(f"{n:5d}  {failure:18s} {what}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
