@@ -29,7 +29,7 @@ from bench_grpo import answer, held_out  # greedy answers in batches of 64; the 
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.validator import validate
 from envengineer.models.small_policy import policy_format_of
-from envengineer.training.dataset import free_moves, joint_moves
+from envengineer.training.dataset import checked_moves
 
 _CELL = re.compile(r"\((\d+),(\d+)\)")
 
@@ -51,12 +51,7 @@ def classify(instance: Instance, text: str, scratchpad: str) -> str:
             if there == here + 1:  # two cells with no move between them
                 return "no scratchpad"
             *listed, move = words[here + 1 : there]
-            true = (
-                free_moves(instance, cells[t])
-                if scratchpad == "solver_free"
-                else joint_moves(instance, cells, t, walked)
-            )
-            if listed != true:
+            if listed != checked_moves(instance, scratchpad, cells, t, walked):
                 return "check wrong"
             if move.lower() not in listed:
                 verdict = "move not listed"

@@ -159,15 +159,24 @@ def _scratchpad_words(
         return [cells[0], *(w for step in steps for w in step)]
     if target == "solver_timed":  # cell t1 MOVE cell t2 MOVE ... cell
         return [cells[0], *(w for t, step in enumerate(steps, 1) for w in (f"t{t}", *step))]
-    words = [cells[0]]  # solver_free: cell free-moves MOVE cell free-moves MOVE ... cell
+    words = [cells[0]]  # solver_free, solver_joint: cell checked-moves MOVE cell checked-moves MOVE ... cell
     for t, step in enumerate(steps):
-        checked = (
-            free_moves(instance, path[t])
-            if target == "solver_free"
-            else joint_moves(instance, path, t, earlier)
-        )
-        words += [*checked, *step]
+        words += [*checked_moves(instance, target, path, t, earlier), *step]
     return words
+
+
+def checked_moves(
+    instance: Instance,
+    target: str,
+    path: Sequence[tuple[int, int]],
+    t: int,
+    earlier: Sequence[Sequence[tuple[int, int]]],
+) -> list[str]:
+    """The check a ``solver_free`` or ``solver_joint`` scratchpad writes at time ``t`` of ``path``
+    (:func:`free_moves`, :func:`joint_moves`); ``earlier``: the paths of the agents written before."""
+    if target == "solver_free":
+        return free_moves(instance, path[t])
+    return joint_moves(instance, path, t, earlier)
 
 
 def free_moves(instance: Instance, cell: tuple[int, int]) -> list[str]:
@@ -207,11 +216,9 @@ def joint_moves(
     taken = {at(p, t + 1) for p in earlier}
     swaps = {at(p, t) for p in earlier if at(p, t + 1) == cell}
     moves = [
-        name.lower()
-        for name in ("UP", "DOWN", "LEFT", "RIGHT")
-        if (d := (r + MOVES[name][0], c + MOVES[name][1])) not in taken
-        and d not in swaps
-        and instance.is_free(d)
+        name
+        for name in free_moves(instance, cell)
+        if (r + MOVES[name.upper()][0], c + MOVES[name.upper()][1]) not in taken | swaps
     ]
     return moves + (["wait"] if cell not in taken else [])
 
