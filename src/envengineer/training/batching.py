@@ -1,12 +1,12 @@
 """Batches of similar length that stay mixed: less padding without sorting the whole run.
 
 A batch is padded to its longest row, so with answers of one to three agents on boards of 3 to 8 cells a
-random batch of 32 is mostly padding (42 % of its tokens are real with the ``free-moves`` scratchpad).
-Sorting the whole dataset by length (transformers' ``group_by_length``: megabatches of 50 batches) makes
-every batch one kind of board, and in a measured warm-start the loss stayed well above a random order's.
-The middle way here: shuffle, cut the rows into groups of ``group_batches`` batches, sort each group by
+random batch of 32 carries much padding: its longest row is far longer than most of its rows. Sorting
+the whole dataset by length (transformers' ``group_by_length``: megabatches of 50 batches) makes every
+batch one kind of board, and in a measured warm-start the loss stayed well above a random order's. The
+middle way here: shuffle, cut the rows into groups of ``group_batches`` batches, sort each group by
 length and cut it into batches, then shuffle the batches. Each batch still draws from a random sample of
-``group_batches * batch_size`` rows; with 4 batches a group, 71 % of its tokens are real.
+``group_batches * batch_size`` rows.
 
 Measured (docs/models.md, ``bench_warm_start.py --length-groups 4``): 1.4x the steps in the same minutes,
 but less learned per step; it is not in a shipped preset.
