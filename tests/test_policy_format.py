@@ -39,7 +39,13 @@ def _sample(step: int = 13) -> list[Instance]:
 
 @pytest.mark.parametrize(
     ("cells", "times", "free"),
-    [("atomic", False, False), ("split", False, False), ("split", True, False), ("split", False, True)],
+    [
+        ("atomic", False, False),
+        ("split", False, False),
+        ("split", True, False),
+        ("split", False, True),
+        ("split", True, True),
+    ],
 )
 def test_every_prompt_and_every_target_round_trips(cells: str, times: bool, free: bool) -> None:
     tokenizer = build_tokenizer(cells=cells, times=times, free_moves=free, wait=free)
@@ -204,6 +210,33 @@ def test_solver_joint_leaves_out_what_clashes_with_the_agents_before() -> None:
                 assert listed == expected, (inst.id, line)
                 assert move.lower() in listed and options[move.lower()] == cells[t + 1], (inst.id, line)
             walked.append(cells)
+
+
+def test_solver_timed_joint_copies_the_cells_ahead_by_their_time() -> None:
+    # by hand, the board above: A1 first copies where A0 stands at t=1, (1,1), then checks against it
+    inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
+    think = target_response(inst, "solver_timed_joint").split("</think>")[0]
+    assert think == (
+        "<think>\nA0 t0 (1,0) up down right wait RIGHT t1 (1,1)\n"
+        "A1 t0 (1,1) (1,1) up down right RIGHT t1 (1,2)\n"
+    )
+    # On a sample: without its times and copied cells each line is the solver_joint line, and each copied
+    # cell is what the earlier agent's line holds at the next time (its goal once its line has ended).
+    for inst in _sample(17):
+        joint = target_response(inst, "solver_joint").split("</think>")[0].splitlines()[1:]
+        timed = target_response(inst, "solver_timed_joint").split("</think>")[0].splitlines()[1:]
+        earlier: list[list[tuple[int, int]]] = []  # each earlier line's cells, read by their time tokens
+        for i, (line_j, line_t) in enumerate(zip(joint, timed, strict=True)):
+            name, *words = line_t.split()
+            at = [k for k, w in enumerate(words) if w[0] == "t" and w[1:].isdigit()]
+            assert [words[k] for k in at] == [f"t{t}" for t in range(len(at))], line_t
+            kept = [name, words[1]]
+            for t, (here, there) in enumerate(pairwise(at)):
+                ahead, rest = words[here + 2 : here + 2 + i], words[here + 2 + i : there]
+                assert [_cell(w) for w in ahead] == [p[min(t + 1, len(p) - 1)] for p in earlier], line_t
+                kept += [*rest, words[there + 1]]
+            assert at[-1] == len(words) - 2 and " ".join(kept) == line_j, (inst.id, line_t)
+            earlier.append([_cell(words[k + 1]) for k in at])
 
 
 def _cell(word: str) -> tuple[int, int]:

@@ -92,14 +92,22 @@ class PolicyFormat:
             time t is found in another agent's line by its time token; a time is one token, ``t0`` to
             ``t63``) or ``solver_free`` (the free moves of each cell, ``up down left right`` one token
             each, before the move that leaves it) or ``solver_joint`` (the same, leaving out the moves that
-            clash with the agents written before and listing ``wait`` when staying does not),
+            clash with the agents written before and listing ``wait`` when staying does not) or
+            ``solver_timed_joint`` (the same with each cell's time before it and, before each check, the
+            cells the agents written before hold at the next time),
             :func:`envengineer.training.dataset.target_response`.
     """
 
     cells: Literal["atomic", "split"]
     embeddings: Literal["random", "coordinates"]
     scratchpad: Literal[
-        "solver", "solver_path", "solver_moves", "solver_timed", "solver_free", "solver_joint"
+        "solver",
+        "solver_path",
+        "solver_moves",
+        "solver_timed",
+        "solver_free",
+        "solver_joint",
+        "solver_timed_joint",
     ]
 
     def tokenizer(self, max_length: int = 2048) -> Any:
@@ -107,9 +115,9 @@ class PolicyFormat:
         return build_tokenizer(
             max_length,
             cells=self.cells,
-            times=self.scratchpad == "solver_timed",
-            free_moves=self.scratchpad in ("solver_free", "solver_joint"),
-            wait=self.scratchpad == "solver_joint",
+            times=self.scratchpad in ("solver_timed", "solver_timed_joint"),
+            free_moves=self.scratchpad in ("solver_free", "solver_joint", "solver_timed_joint"),
+            wait=self.scratchpad in ("solver_joint", "solver_timed_joint"),
         )
 
 
@@ -123,6 +131,7 @@ POLICY_FORMATS: dict[str, PolicyFormat] = {
     "timed-moves": PolicyFormat("split", "coordinates", "solver_timed"),
     "free-moves": PolicyFormat("split", "coordinates", "solver_free"),
     "joint-moves": PolicyFormat("split", "coordinates", "solver_joint"),
+    "timed-joint": PolicyFormat("split", "coordinates", "solver_timed_joint"),
 }
 #: The format of new policies (``policy init``, ``policy:SIZE``).
 DEFAULT_FORMAT = "split-moves"

@@ -86,6 +86,10 @@ def target_response(instance: Instance, target: str = "solver") -> str:
             agents written before (not onto the cell one of them holds at the next time, not swapping
             with one), and ``wait`` is listed when staying does: the check against the other agents
             is written down too, so the plan's move is always one of those listed.
+            ``"solver_timed_joint"``: ``solver_joint`` with each cell's time before it (``t0 (1,0)``)
+            and, before each check, the cells the agents written before hold at the next time, copied
+            from their lines by that time's token: the check then compares neighbours with cells just
+            written, as it compares them with the holes, instead of counting along another line.
 
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> print(target_response(inst))
@@ -121,6 +125,11 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     A0 (1,0) up down right RIGHT (1,1)
     A1 (1,1) up down left right RIGHT (1,2)
     <BLANKLINE>
+    >>> print(target_response(inst, "solver_timed_joint").split("</think>")[0])
+    <think>
+    A0 t0 (1,0) up down right wait RIGHT t1 (1,1)
+    A1 t0 (1,1) (1,1) up down right RIGHT t1 (1,2)
+    <BLANKLINE>
     """
     from envengineer.mapf.instance import agent_name
     from envengineer.mapf.solver import paths_to_actions, solve_instance
@@ -129,7 +138,7 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     if target not in SFT_TARGETS:
         raise ConfigError(f"unknown SFT target {target!r}; use one of {list(SFT_TARGETS)}")
     paths = solve_instance(instance).paths
-    if target in ("solver_moves", "solver_timed", "solver_free", "solver_joint"):
+    if target not in ("solver", "solver_path"):
         paths = wait_instead_of_detours(instance, paths)
     plan = paths_to_actions(paths)
     answer = format_answer(plan)
@@ -159,6 +168,12 @@ def _scratchpad_words(
         return [cells[0], *(w for step in steps for w in step)]
     if target == "solver_timed":  # cell t1 MOVE cell t2 MOVE ... cell
         return [cells[0], *(w for t, step in enumerate(steps, 1) for w in (f"t{t}", *step))]
+    if target == "solver_timed_joint":  # t0 cell earlier-cells checked-moves MOVE t1 cell ...
+        words = ["t0", cells[0]]
+        for t, (action, cell) in enumerate(steps):
+            ahead = [f"({r},{c})" for r, c in (p[min(t + 1, len(p) - 1)] for p in earlier)]
+            words += [*ahead, *joint_moves(instance, path, t, earlier), action, f"t{t + 1}", cell]
+        return words
     words = [cells[0]]  # solver_free, solver_joint: cell checked-moves MOVE cell checked-moves MOVE ... cell
     for t, step in enumerate(steps):
         words += [*checked_moves(instance, target, path, t, earlier), *step]
@@ -259,7 +274,15 @@ def wait_instead_of_detours(instance: Instance, paths: Sequence[Sequence[tuple[i
 
 
 #: What an SFT completion holds (:func:`target_response`).
-SFT_TARGETS = ("solver", "solver_path", "solver_moves", "solver_timed", "solver_free", "solver_joint")
+SFT_TARGETS = (
+    "solver",
+    "solver_path",
+    "solver_moves",
+    "solver_timed",
+    "solver_free",
+    "solver_joint",
+    "solver_timed_joint",
+)
 
 
 def sft_rows(

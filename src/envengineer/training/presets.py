@@ -267,7 +267,16 @@ class SFTPreset(_Preset):
 
     kind: Literal["sft"] = "sft"
     target: (
-        Literal["solver", "solver_path", "solver_moves", "solver_timed", "solver_free", "solver_joint"] | None
+        Literal[
+            "solver",
+            "solver_path",
+            "solver_moves",
+            "solver_timed",
+            "solver_free",
+            "solver_joint",
+            "solver_timed_joint",
+        ]
+        | None
     ) = Field(
         default="solver",
         description="What the model learns to write: the solver's SoC-optimal plan (solver); each "
@@ -275,6 +284,8 @@ class SFTPreset(_Preset):
         "move beside the cell it leads to (solver_moves); the same with each step's time before its move "
         "(solver_timed); the moves with the free moves of each cell before each move (solver_free); the "
         "same with moves and waits that clash with the agents written before left out (solver_joint); "
+        "that with each cell's time and the earlier agents' cells at the next time before each check "
+        "(solver_timed_joint); "
         "null: the scratchpad the small-policy folder records in its format, else solver.",
     )
 
