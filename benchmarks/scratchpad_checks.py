@@ -1,9 +1,11 @@
 """Does a warm-started policy fail in its check or in following it? Its failures against its own scratchpad.
 
-For a policy of the ``free-moves`` or ``joint-moves`` format (docs/models.md), answers the held-out boards
-of ``--agents`` agents greedily (``bench_grpo.py``'s sets, sizes 3-8) and sorts every invalid answer by
-the validator's failure and by what its scratchpad shows:
+For a policy of the ``free-moves``, ``joint-moves`` or ``timed-joint`` format (docs/models.md), answers
+the held-out boards of ``--agents`` agents greedily (``bench_grpo.py``'s sets, sizes 3-8) and sorts every
+invalid answer by the validator's failure and by what its scratchpad shows:
 
+* ``copy wrong`` (``timed-joint``): the cells copied before a check differ from where the agents written
+  before stand at the next time, as their lines say;
 * ``check wrong``: some list of moves in the scratchpad differs from the true one (the cell's free moves;
   for ``joint-moves``, those clear of the agents written before, as the scratchpad itself walks them);
 * ``move not listed``: every list is right, and some move written after one is not in it;
@@ -35,28 +37,60 @@ _CELL = re.compile(r"\((\d+),(\d+)\)")
 
 
 def classify(instance: Instance, text: str, scratchpad: str) -> str:
-    """What the scratchpad of an answer shows: ``check wrong``, ``move not listed``, ``followed`` or
-    ``no scratchpad`` (module docstring); ``scratchpad`` is ``solver_free`` or ``solver_joint``."""
+    """What the scratchpad of an answer shows: ``copy wrong``, ``check wrong``, ``move not listed``,
+    ``followed`` or ``no scratchpad`` (module docstring); ``scratchpad`` is ``solver_free``,
+    ``solver_joint`` or ``solver_timed_joint``."""
     if "<think>" not in text or "</think>" not in text:
         return "no scratchpad"
     walked: list[list[tuple[int, int]]] = []  # the cells of the lines read so far
     verdict = "followed"
     for line in text.split("<think>", 1)[1].split("</think>", 1)[0].strip().splitlines():
-        words = line.split()[1:]
-        at = [k for k, w in enumerate(words) if _CELL.fullmatch(w)]
-        if not at:
+        read = _read_line(line.split()[1:], scratchpad == "solver_timed_joint")
+        if read is None:
             return "no scratchpad"
-        cells = [(int(m[1]), int(m[2])) for m in (_CELL.fullmatch(words[k]) for k in at)]
-        for t, (here, there) in enumerate(pairwise(at)):
-            if there == here + 1:  # two cells with no move between them
-                return "no scratchpad"
-            *listed, move = words[here + 1 : there]
+        cells, steps = read
+        for t, (ahead, listed, move) in enumerate(steps):
+            if ahead is not None and ahead != [p[min(t + 1, len(p) - 1)] for p in walked]:
+                return "copy wrong"
             if listed != checked_moves(instance, scratchpad, cells, t, walked):
                 return "check wrong"
             if move.lower() not in listed:
                 verdict = "move not listed"
         walked.append(cells)
     return verdict
+
+
+Cell = tuple[int, int]
+
+
+def _read_line(
+    words: list[str], timed: bool
+) -> tuple[list[Cell], list[tuple[list[Cell] | None, list[str], str]]] | None:
+    """An agent's cells and its steps (the cells copied ahead, ``None`` unless ``timed``; the listed
+    moves; the move), or ``None`` when the line does not read as the scratchpad."""
+    if timed:  # t0 cell [ahead... listed... MOVE tT cell]...
+        at = [k + 1 for k, w in enumerate(words) if re.fullmatch(r"t\d+", w)]
+    else:  # cell [listed... MOVE cell]...
+        at = [k for k, w in enumerate(words) if _CELL.fullmatch(w)]
+    if not at or at[-1] >= len(words) or not all(_CELL.fullmatch(words[k]) for k in at):
+        return None
+    cells = [_cell(words[k]) for k in at]
+    steps = []
+    for here, there in pairwise(at):
+        between = words[here + 1 : there - 1 if timed else there]
+        ahead = []
+        while timed and between and _CELL.fullmatch(between[0]):
+            ahead.append(_cell(between.pop(0)))
+        if not between:  # no move between two cells
+            return None
+        steps.append((ahead if timed else None, between[:-1], between[-1]))
+    return cells, steps
+
+
+def _cell(word: str) -> Cell:
+    m = _CELL.fullmatch(word)
+    assert m is not None
+    return int(m[1]), int(m[2])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=640)
     args = p.parse_args(argv)
     spec = policy_format_of(args.checkpoint)
-    if spec is None or spec.scratchpad not in ("solver_free", "solver_joint"):
-        p.error(f"{args.checkpoint} is not a free-moves or joint-moves policy")
+    if spec is None or spec.scratchpad not in ("solver_free", "solver_joint", "solver_timed_joint"):
+        p.error(f"{args.checkpoint} is not a free-moves, joint-moves or timed-joint policy")
     instances = held_out(args.per_cell, agents=args.agents)
     texts = answer(str(args.checkpoint), instances, args.max_new_tokens)
     counts: Counter[tuple[str, str]] = Counter()

@@ -21,7 +21,7 @@ ANSWER = "\n</think>\n<answer>\nA0: DOWN DOWN\nA1: UP UP\n</answer>"
 
 
 def test_the_solvers_own_targets_follow_their_checks() -> None:
-    for scratchpad in ("solver_free", "solver_joint"):
+    for scratchpad in ("solver_free", "solver_joint", "solver_timed_joint"):
         assert checks.classify(HOLE, target_response(HOLE, scratchpad), scratchpad) == "followed"
 
 
@@ -51,3 +51,20 @@ def test_the_joint_check_reads_the_agents_written_before() -> None:
     )
     free_only = a0 + "A1 (1,1) up down left right wait RIGHT (1,2)" + tail  # right for free-moves, not here
     assert checks.classify(inst, free_only, "solver_joint") == "check wrong"
+
+
+def test_the_timed_joint_check_first_copies_where_the_agents_before_stand() -> None:
+    inst = Instance("y", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
+    a0 = "<think>\nA0 t0 (1,0) up down right wait RIGHT t1 (1,1)\n"
+    tail = "\n</think>\n<answer>\nA0: RIGHT\nA1: RIGHT\n</answer>"
+    right = a0 + "A1 t0 (1,1) (1,1) up down right RIGHT t1 (1,2)"
+    assert checks.classify(inst, right + tail, "solver_timed_joint") == "followed"
+    # A0 stands on (1,1) at t=1, not on its start: a wrong copy comes before the check it feeds
+    copied_wrong = right.replace("t0 (1,1) (1,1) up", "t0 (1,1) (1,0) up")
+    assert checks.classify(inst, copied_wrong + tail, "solver_timed_joint") == "copy wrong"
+    listed_wrong = right.replace("(1,1) up down right RIGHT", "(1,1) up down right wait RIGHT")
+    assert checks.classify(inst, listed_wrong + tail, "solver_timed_joint") == "check wrong"
+    off = right.replace("up down right RIGHT t1", "up down right LEFT t1")
+    assert checks.classify(inst, off + tail, "solver_timed_joint") == "move not listed"
+    no_time = a0 + "A1 (1,1) (1,1) up down right RIGHT (1,2)"  # no time before the cells
+    assert checks.classify(inst, no_time + tail, "solver_timed_joint") == "no scratchpad"
