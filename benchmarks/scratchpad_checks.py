@@ -1,11 +1,12 @@
 """Does a warm-started policy fail in its check or in following it? Its failures against its own scratchpad.
 
-For a policy of the ``free-moves``, ``joint-moves`` or ``timed-joint`` format (docs/models.md), answers
-the held-out boards of ``--agents`` agents greedily (``bench_grpo.py``'s sets, sizes 3-8) and sorts every
-invalid answer by the validator's failure and by what its scratchpad shows:
+For a policy of the ``free-moves``, ``joint-moves``, ``timed-joint`` or ``timed-checks`` format
+(docs/models.md), answers the held-out boards of ``--agents`` agents greedily (``bench_grpo.py``'s sets,
+sizes 3-8) and sorts every invalid answer by the validator's failure and by what its scratchpad shows,
+reading it in order up to the first word that differs from what the solver's target would write there:
 
-* ``copy wrong`` (``timed-joint``): the cells copied before a check differ from where the agents written
-  before stand at the next time, as their lines say;
+* ``copy wrong`` (``timed-joint``, ``timed-checks``): a cell copied before a check differs from where
+  that agent stands at the next time, as its own line says;
 * ``check wrong``: some list of moves in the scratchpad differs from the true one (the cell's free moves;
   for ``joint-moves``, those clear of the agents written before, as the scratchpad itself walks them);
 * ``move not listed``: every list is right, and some move written after one is not in it;
@@ -38,53 +39,53 @@ _CELL = re.compile(r"\((\d+),(\d+)\)")
 
 def classify(instance: Instance, text: str, scratchpad: str) -> str:
     """What the scratchpad of an answer shows: ``copy wrong``, ``check wrong``, ``move not listed``,
-    ``followed`` or ``no scratchpad`` (module docstring); ``scratchpad`` is ``solver_free``,
-    ``solver_joint`` or ``solver_timed_joint``."""
+    ``followed`` or ``no scratchpad`` (module docstring); ``scratchpad`` is one of :data:`SCRATCHPADS`."""
     if "<think>" not in text or "</think>" not in text:
         return "no scratchpad"
-    walked: list[list[tuple[int, int]]] = []  # the cells of the lines read so far
+    walked: list[list[Cell]] = []  # the cells of the lines read so far
     verdict = "followed"
     for line in text.split("<think>", 1)[1].split("</think>", 1)[0].strip().splitlines():
-        read = _read_line(line.split()[1:], scratchpad == "solver_timed_joint")
+        read = _read_line(line.split()[1:], scratchpad in ("solver_timed_joint", "solver_timed_checks"))
         if read is None:
             return "no scratchpad"
         cells, steps = read
-        for t, (ahead, listed, move) in enumerate(steps):
-            if ahead is not None and ahead != [p[min(t + 1, len(p) - 1)] for p in walked]:
-                return "copy wrong"
-            if listed != checked_moves(instance, scratchpad, cells, t, walked):
-                return "check wrong"
-            if move.lower() not in listed:
+        for t, (written, move) in enumerate(steps):
+            expected = checked_moves(instance, scratchpad, cells, t, walked)
+            if written != expected:  # the first word that differs: another cell where a cell is copied?
+                pairs = zip([*written, ""], [*expected, ""], strict=False)
+                w, e = next((w, e) for w, e in pairs if w != e)
+                return "copy wrong" if _CELL.fullmatch(w) and _CELL.fullmatch(e) else "check wrong"
+            last = expected[max((k + 1 for k, w in enumerate(expected) if _CELL.fullmatch(w)), default=0) :]
+            waits = scratchpad in ("solver_joint", "solver_timed_joint") or bool(
+                walked and "checks" in scratchpad
+            )
+            if move.lower() not in last + ([] if waits else ["wait"]):  # a free-moves list has no wait
                 verdict = "move not listed"
         walked.append(cells)
     return verdict
 
 
 Cell = tuple[int, int]
+#: The scratchpads this script reads (of the formats free-moves, joint-moves, timed-joint, timed-checks).
+SCRATCHPADS = ("solver_free", "solver_joint", "solver_timed_joint", "solver_timed_checks")
 
 
-def _read_line(
-    words: list[str], timed: bool
-) -> tuple[list[Cell], list[tuple[list[Cell] | None, list[str], str]]] | None:
-    """An agent's cells and its steps (the cells copied ahead, ``None`` unless ``timed``; the listed
-    moves; the move), or ``None`` when the line does not read as the scratchpad."""
-    if timed:  # t0 cell [ahead... listed... MOVE tT cell]...
+def _read_line(words: list[str], timed: bool) -> tuple[list[Cell], list[tuple[list[str], str]]] | None:
+    """An agent's cells and its steps (the words between a cell and its move; the move), or ``None``
+    when the line does not read as the scratchpad."""
+    if timed:  # t0 cell [check... MOVE tT cell]...
         at = [k + 1 for k, w in enumerate(words) if re.fullmatch(r"t\d+", w)]
-    else:  # cell [listed... MOVE cell]...
+    else:  # cell [check... MOVE cell]...
         at = [k for k, w in enumerate(words) if _CELL.fullmatch(w)]
     if not at or at[-1] >= len(words) or not all(_CELL.fullmatch(words[k]) for k in at):
         return None
-    cells = [_cell(words[k]) for k in at]
     steps = []
     for here, there in pairwise(at):
         between = words[here + 1 : there - 1 if timed else there]
-        ahead = []
-        while timed and between and _CELL.fullmatch(between[0]):
-            ahead.append(_cell(between.pop(0)))
-        if not between:  # no move between two cells
+        if not between or _CELL.fullmatch(between[-1]):  # no move between two cells
             return None
-        steps.append((ahead if timed else None, between[:-1], between[-1]))
-    return cells, steps
+        steps.append((between[:-1], between[-1]))
+    return [_cell(words[k]) for k in at], steps
 
 
 def _cell(word: str) -> Cell:
@@ -101,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=640)
     args = p.parse_args(argv)
     spec = policy_format_of(args.checkpoint)
-    if spec is None or spec.scratchpad not in ("solver_free", "solver_joint", "solver_timed_joint"):
-        p.error(f"{args.checkpoint} is not a free-moves, joint-moves or timed-joint policy")
+    if spec is None or spec.scratchpad not in SCRATCHPADS:
+        p.error(f"{args.checkpoint} is not a free-moves, joint-moves, timed-joint or timed-checks policy")
     instances = held_out(args.per_cell, agents=args.agents)
     texts = answer(str(args.checkpoint), instances, args.max_new_tokens)
     counts: Counter[tuple[str, str]] = Counter()

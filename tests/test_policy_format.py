@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
@@ -237,6 +238,31 @@ def test_solver_timed_joint_copies_the_cells_ahead_by_their_time() -> None:
                 kept += [*rest, words[there + 1]]
             assert at[-1] == len(words) - 2 and " ".join(kept) == line_j, (inst.id, line_t)
             earlier.append([_cell(words[k + 1]) for k in at])
+
+
+def test_solver_timed_checks_writes_the_free_moves_then_the_joint_check() -> None:
+    inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
+    think = target_response(inst, "solver_timed_checks").split("</think>")[0]
+    assert think == (
+        "<think>\nA0 t0 (1,0) up down right RIGHT t1 (1,1)\n"
+        "A1 t0 (1,1) up down left right (1,1) up down right RIGHT t1 (1,2)\n"
+    )
+    # On a sample: each step is its cell's free moves and then, after the first agent, timed-joint's step
+    # On a sample: each step is its cell's free moves, then (after the first agent) timed-joint's check
+    for inst in _sample(17):
+        joint = target_response(inst, "solver_timed_joint").split("</think>")[0].splitlines()[1:]
+        checks = target_response(inst, "solver_timed_checks").split("</think>")[0].splitlines()[1:]
+        for i, (line_j, line_c) in enumerate(zip(joint, checks, strict=True)):
+            steps_j, steps_c = (re.split(r" (?=t\d+ )", line) for line in (line_j, line_c))
+            assert steps_j[0] == steps_c[0] == f"A{i}" and steps_j[-1] == steps_c[-1], line_c
+            for step_j, step_c in zip(steps_j[1:-1], steps_c[1:-1], strict=True):
+                (time, cell, *check_j, move), (*same, move_c) = step_j.split(), step_c.split()
+                assert same[:2] == [time, cell] and move_c == move, line_c
+                free = [m for m, c in _options(_cell(cell)).items() if m != "wait" and inst.is_free(c)]
+                if i == 0:
+                    assert same[2:] == free and check_j == [*free, "wait"], line_c
+                else:
+                    assert same[2:] == [*free, *check_j], line_c
 
 
 def _cell(word: str) -> tuple[int, int]:

@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from envengineer.mapf.benchmark import load_benchmark
 from envengineer.mapf.instance import Instance
 from envengineer.training.dataset import target_response
 
@@ -21,8 +22,9 @@ ANSWER = "\n</think>\n<answer>\nA0: DOWN DOWN\nA1: UP UP\n</answer>"
 
 
 def test_the_solvers_own_targets_follow_their_checks() -> None:
-    for scratchpad in ("solver_free", "solver_joint", "solver_timed_joint"):
-        assert checks.classify(HOLE, target_response(HOLE, scratchpad), scratchpad) == "followed"
+    for inst in [HOLE, *load_benchmark()[::41]]:  # boards where agents wait, for every kind of list
+        for scratchpad in checks.SCRATCHPADS:
+            assert checks.classify(inst, target_response(inst, scratchpad), scratchpad) == "followed", inst.id
 
 
 def test_a_wrong_check_a_move_off_the_list_and_no_scratchpad() -> None:
@@ -68,3 +70,24 @@ def test_the_timed_joint_check_first_copies_where_the_agents_before_stand() -> N
     assert checks.classify(inst, off + tail, "solver_timed_joint") == "move not listed"
     no_time = a0 + "A1 (1,1) (1,1) up down right RIGHT (1,2)"  # no time before the cells
     assert checks.classify(inst, no_time + tail, "solver_timed_joint") == "no scratchpad"
+
+
+def test_the_two_checks_of_timed_checks_are_read_apart() -> None:
+    inst = Instance("y", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
+    a0 = "<think>\nA0 t0 (1,0) up down right RIGHT t1 (1,1)\n"
+    tail = "\n</think>\n<answer>\nA0: RIGHT\nA1: RIGHT\n</answer>"
+    right = a0 + "A1 t0 (1,1) up down left right (1,1) up down right RIGHT t1 (1,2)"
+    assert checks.classify(inst, right + tail, "solver_timed_checks") == "followed"
+    assert (
+        checks.classify(
+            inst, right.replace("left right (1,1)", "left right (1,0)") + tail, "solver_timed_checks"
+        )
+        == "copy wrong"
+    )
+    free_wrong = right.replace("t0 (1,1) up down left right", "t0 (1,1) up down right")
+    assert checks.classify(inst, free_wrong + tail, "solver_timed_checks") == "check wrong"
+    joint_wrong = right.replace("(1,1) up down right RIGHT", "(1,1) up down left right RIGHT")
+    assert checks.classify(inst, joint_wrong + tail, "solver_timed_checks") == "check wrong"
+    # the first agent's only list is its free moves: waiting is always open to it
+    waits = a0.replace("right RIGHT t1 (1,1)", "right WAIT t1 (1,0)")
+    assert checks.classify(inst, waits + "</think>", "solver_timed_checks") == "followed"

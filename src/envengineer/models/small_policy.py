@@ -94,7 +94,8 @@ class PolicyFormat:
             each, before the move that leaves it) or ``solver_joint`` (the same, leaving out the moves that
             clash with the agents written before and listing ``wait`` when staying does not) or
             ``solver_timed_joint`` (the same with each cell's time before it and, before each check, the
-            cells the agents written before hold at the next time),
+            cells the agents written before hold at the next time) or ``solver_timed_checks`` (the
+            hole check and the check against the agents as two lists),
             :func:`envengineer.training.dataset.target_response`.
     """
 
@@ -108,6 +109,7 @@ class PolicyFormat:
         "solver_free",
         "solver_joint",
         "solver_timed_joint",
+        "solver_timed_checks",
     ]
 
     def tokenizer(self, max_length: int = 2048) -> Any:
@@ -115,9 +117,10 @@ class PolicyFormat:
         return build_tokenizer(
             max_length,
             cells=self.cells,
-            times=self.scratchpad in ("solver_timed", "solver_timed_joint"),
-            free_moves=self.scratchpad in ("solver_free", "solver_joint", "solver_timed_joint"),
-            wait=self.scratchpad in ("solver_joint", "solver_timed_joint"),
+            times=self.scratchpad in ("solver_timed", "solver_timed_joint", "solver_timed_checks"),
+            free_moves=self.scratchpad
+            in ("solver_free", "solver_joint", "solver_timed_joint", "solver_timed_checks"),
+            wait=self.scratchpad in ("solver_joint", "solver_timed_joint", "solver_timed_checks"),
         )
 
 
@@ -132,6 +135,7 @@ POLICY_FORMATS: dict[str, PolicyFormat] = {
     "free-moves": PolicyFormat("split", "coordinates", "solver_free"),
     "joint-moves": PolicyFormat("split", "coordinates", "solver_joint"),
     "timed-joint": PolicyFormat("split", "coordinates", "solver_timed_joint"),
+    "timed-checks": PolicyFormat("split", "coordinates", "solver_timed_checks"),
 }
 #: The format of new policies (``policy init``, ``policy:SIZE``).
 DEFAULT_FORMAT = "split-moves"

@@ -90,6 +90,9 @@ def target_response(instance: Instance, target: str = "solver") -> str:
             and, before each check, the cells the agents written before hold at the next time, copied
             from their lines by that time's token: the check then compares neighbours with cells just
             written, as it compares them with the holes, instead of counting along another line.
+            ``"solver_timed_checks"``: the two checks apart: each cell's time before it, then the
+            ``solver_free`` list, then (for every agent after the first) the cells the agents written
+            before hold at the next time and the ``solver_joint`` list, which filters the first.
 
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> print(target_response(inst))
@@ -130,6 +133,11 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     A0 t0 (1,0) up down right wait RIGHT t1 (1,1)
     A1 t0 (1,1) (1,1) up down right RIGHT t1 (1,2)
     <BLANKLINE>
+    >>> print(target_response(inst, "solver_timed_checks").split("</think>")[0])
+    <think>
+    A0 t0 (1,0) up down right RIGHT t1 (1,1)
+    A1 t0 (1,1) up down left right (1,1) up down right RIGHT t1 (1,2)
+    <BLANKLINE>
     """
     from envengineer.mapf.instance import agent_name
     from envengineer.mapf.solver import paths_to_actions, solve_instance
@@ -168,15 +176,15 @@ def _scratchpad_words(
         return [cells[0], *(w for step in steps for w in step)]
     if target == "solver_timed":  # cell t1 MOVE cell t2 MOVE ... cell
         return [cells[0], *(w for t, step in enumerate(steps, 1) for w in (f"t{t}", *step))]
-    if target == "solver_timed_joint":  # t0 cell earlier-cells checked-moves MOVE t1 cell ...
-        words = ["t0", cells[0]]
-        for t, (action, cell) in enumerate(steps):
-            ahead = [f"({r},{c})" for r, c in (p[min(t + 1, len(p) - 1)] for p in earlier)]
-            words += [*ahead, *joint_moves(instance, path, t, earlier), action, f"t{t + 1}", cell]
-        return words
-    words = [cells[0]]  # solver_free, solver_joint: cell checked-moves MOVE cell checked-moves MOVE ... cell
-    for t, step in enumerate(steps):
-        words += [*checked_moves(instance, target, path, t, earlier), *step]
+    timed = target in ("solver_timed_joint", "solver_timed_checks")  # t0 cell check MOVE t1 cell ...
+    words = ["t0", cells[0]] if timed else [cells[0]]  # else cell check MOVE cell check MOVE ... cell
+    for t, (action, cell) in enumerate(steps):
+        words += [
+            *checked_moves(instance, target, path, t, earlier),
+            action,
+            *([f"t{t + 1}"] if timed else []),
+            cell,
+        ]
     return words
 
 
@@ -187,11 +195,19 @@ def checked_moves(
     t: int,
     earlier: Sequence[Sequence[tuple[int, int]]],
 ) -> list[str]:
-    """The check a ``solver_free`` or ``solver_joint`` scratchpad writes at time ``t`` of ``path``
-    (:func:`free_moves`, :func:`joint_moves`); ``earlier``: the paths of the agents written before."""
+    """What a ``solver_free``, ``solver_joint``, ``solver_timed_joint`` or ``solver_timed_checks``
+    scratchpad writes between the cell at time ``t`` of ``path`` and the move that leaves it: the check
+    (:func:`free_moves`, :func:`joint_moves`), after the cells the ``earlier`` agents hold at ``t + 1``
+    where the target copies them."""
     if target == "solver_free":
         return free_moves(instance, path[t])
-    return joint_moves(instance, path, t, earlier)
+    joint = joint_moves(instance, path, t, earlier)
+    if target == "solver_joint":
+        return joint
+    joint = [f"({r},{c})" for r, c in (p[min(t + 1, len(p) - 1)] for p in earlier)] + joint
+    if target == "solver_timed_joint":
+        return joint
+    return free_moves(instance, path[t]) + (joint if earlier else [])  # solver_timed_checks
 
 
 def free_moves(instance: Instance, cell: tuple[int, int]) -> list[str]:
@@ -282,6 +298,7 @@ SFT_TARGETS = (
     "solver_free",
     "solver_joint",
     "solver_timed_joint",
+    "solver_timed_checks",
 )
 
 

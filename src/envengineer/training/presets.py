@@ -275,6 +275,7 @@ class SFTPreset(_Preset):
             "solver_free",
             "solver_joint",
             "solver_timed_joint",
+            "solver_timed_checks",
         ]
         | None
     ) = Field(
@@ -285,7 +286,8 @@ class SFTPreset(_Preset):
         "(solver_timed); the moves with the free moves of each cell before each move (solver_free); the "
         "same with moves and waits that clash with the agents written before left out (solver_joint); "
         "that with each cell's time and the earlier agents' cells at the next time before each check "
-        "(solver_timed_joint); "
+        "(solver_timed_joint); the same with the hole check and the check against the agents as two "
+        "lists (solver_timed_checks); "
         "null: the scratchpad the small-policy folder records in its format, else solver.",
     )
 
