@@ -22,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 from collections import Counter
@@ -107,14 +108,27 @@ def main(argv: list[str] | None = None) -> int:
     instances = held_out(args.per_cell, agents=args.agents)
     texts = answer(str(args.checkpoint), instances, args.max_new_tokens)
     counts: Counter[tuple[str, str]] = Counter()
+    collide = 0
     for inst, text in zip(instances, texts, strict=True):
         verdict = validate(inst, text)
         if not verdict.valid:
             counts[(str(verdict.failure), classify(inst, text, spec.scratchpad))] += 1
+            collide += collides(inst, text)
     print(f"# {args.checkpoint}: {sum(counts.values())} invalid of {len(instances)} ({args.agents} agents)")
     for (failure, what), n in counts.most_common():
         print(f"{n:5d}  {failure:18s} {what}")
+    print(
+        f"# {collide} answers collide, holes aside (a vertex or swap conflict on the board without its holes)"
+    )
     return 0
+
+
+def collides(instance: Instance, text: str) -> bool:
+    """Whether the answer's agents collide, whatever its holes: the validator checks holes before
+    conflicts, so an answer that steps on a hole and collides counts as a hole; scored on the same board
+    without its holes it counts as the conflict."""
+    frozen = dataclasses.replace(instance, grid=tuple(row.replace("H", ".") for row in instance.grid))
+    return validate(frozen, text).failure in ("vertex_conflict", "swap_conflict")
 
 
 if __name__ == "__main__":

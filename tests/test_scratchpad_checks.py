@@ -91,3 +91,12 @@ def test_the_two_checks_of_timed_checks_are_read_apart() -> None:
     # the first agent's only list is its free moves: waiting is always open to it
     waits = a0.replace("right RIGHT t1 (1,1)", "right WAIT t1 (1,0)")
     assert checks.classify(inst, waits + "</think>", "solver_timed_checks") == "followed"
+
+
+def test_a_collision_counts_whatever_the_holes() -> None:
+    # A0 steps on the hole at (1,1) and then onto A1's cell as A1 waits there: the validator says hole
+    board = Instance("z", ("...", ".H.", "..."), ((1, 0), (1, 2)), ((1, 2), (1, 0)), 4, 2, 4)
+    text = "<answer>\nA0: RIGHT RIGHT\nA1: WAIT WAIT\n</answer>"
+    assert not checks.collides(HOLE, ANSWER.replace("</think>\n", ""))
+    assert checks.collides(board, text)
+    assert not checks.collides(board, "<answer>\nA0: RIGHT\nA1: WAIT\n</answer>")  # a hole alone
