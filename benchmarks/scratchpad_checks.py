@@ -57,10 +57,10 @@ def classify(instance: Instance, text: str, scratchpad: str) -> str:
                 w, e = next((w, e) for w, e in pairs if w != e)
                 return "copy wrong" if _CELL.fullmatch(w) and _CELL.fullmatch(e) else "check wrong"
             last = expected[max((k + 1 for k, w in enumerate(expected) if _CELL.fullmatch(w)), default=0) :]
-            waits = scratchpad in ("solver_joint", "solver_timed_joint") or bool(
-                walked and "checks" in scratchpad
+            joint = scratchpad in ("solver_joint", "solver_timed_joint") or (
+                scratchpad == "solver_timed_checks" and bool(walked)
             )
-            if move.lower() not in last + ([] if waits else ["wait"]):  # a free-moves list has no wait
+            if move.lower() not in last + ([] if joint else ["wait"]):  # a free-moves list never lists wait
                 verdict = "move not listed"
         walked.append(cells)
     return verdict
