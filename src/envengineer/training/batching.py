@@ -8,8 +8,9 @@ middle way here: shuffle, cut the rows into groups of ``group_batches`` batches,
 length and cut it into batches, then shuffle the batches. Each batch still draws from a random sample of
 ``group_batches * batch_size`` rows.
 
-Measured (docs/models.md, ``bench_warm_start.py --length-groups 4``): 1.4x the steps in the same minutes,
-but less learned per step; it is not in a shipped preset.
+Measured (docs/models.md, ``bench_warm_start.py --length-groups N``): groups of 4 give 1.4x the steps in
+the same minutes but less learned per step; groups of 2 give 1.25x and the best 15-minute warm-start
+measured (``free-moves``, two seeds). It is not in a shipped preset yet.
 """
 
 from __future__ import annotations
