@@ -86,17 +86,10 @@ class PolicyFormat:
             starts as a row vector plus a column vector, each a fixed random projection of Fourier
             features of the index, so neighbouring cells start close and a step is the same change
             everywhere on the board.
-        scratchpad: The SFT target the policy is warm-started on (``target: null`` in an SFT preset):
-            ``solver_path`` (each agent's cells), ``solver_moves`` (each move beside the cell it leads
-            to) or ``solver_timed`` (the same with each step's time before its move, so an agent's cell at
-            time t is found in another agent's line by its time token; a time is one token, ``t0`` to
-            ``t63``) or ``solver_free`` (the free moves of each cell, ``up down left right`` one token
-            each, before the move that leaves it) or ``solver_joint`` (the same, leaving out the moves that
-            clash with the agents written before and listing ``wait`` when staying does not) or
-            ``solver_timed_joint`` (the same with each cell's time before it and, before each check, the
-            cells the agents written before hold at the next time) or ``solver_timed_checks`` (the
-            hole check and the check against the agents as two lists),
-            :func:`envengineer.training.dataset.target_response`.
+        scratchpad: The SFT target the policy is warm-started on (``target: null`` in an SFT preset), one
+            of the scratchpads :func:`envengineer.training.dataset.target_response` describes (``solver_path``
+            to ``solver_timed_checks``); a time is one token, ``t0`` to ``t63``, a free move one of
+            ``up down left right``, and ``wait`` one token too.
     """
 
     cells: Literal["atomic", "split"]
