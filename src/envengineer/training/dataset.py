@@ -86,13 +86,9 @@ def target_response(instance: Instance, target: str = "solver") -> str:
             agents written before (not onto the cell one of them holds at the next time, not swapping
             with one), and ``wait`` is listed when staying does: the check against the other agents
             is written down too, so the plan's move is always one of those listed.
-            ``"solver_timed_joint"``: ``solver_joint`` with each cell's time before it (``t0 (1,0)``)
-            and, before each check, the cells the agents written before hold at the next time, copied
-            from their lines by that time's token: the check then compares neighbours with cells just
-            written, as it compares them with the holes, instead of counting along another line.
-            ``"solver_timed_checks"``: the two checks apart: each cell's time before it, then the
-            ``solver_free`` list, then (for every agent after the first) the cells the agents written
-            before hold at the next time and the ``solver_joint`` list, which filters the first.
+            ``"solver_timed_joint"``, ``"solver_timed_checks"``: ``solver_joint`` with each cell's time
+            before it and the cells the earlier agents hold at the next time (found by their time) before
+            the check, in the second with ``solver_free``'s list first (:func:`checked_moves`).
 
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> print(target_response(inst))
@@ -127,16 +123,6 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     <think>
     A0 (1,0) up down right RIGHT (1,1)
     A1 (1,1) up down left right RIGHT (1,2)
-    <BLANKLINE>
-    >>> print(target_response(inst, "solver_timed_joint").split("</think>")[0])
-    <think>
-    A0 t0 (1,0) up down right wait RIGHT t1 (1,1)
-    A1 t0 (1,1) (1,1) up down right RIGHT t1 (1,2)
-    <BLANKLINE>
-    >>> print(target_response(inst, "solver_timed_checks").split("</think>")[0])
-    <think>
-    A0 t0 (1,0) up down right RIGHT t1 (1,1)
-    A1 t0 (1,1) up down left right (1,1) up down right RIGHT t1 (1,2)
     <BLANKLINE>
     """
     from envengineer.mapf.instance import agent_name
