@@ -75,6 +75,19 @@ PROMPT_STYLE_KEY = "envengineer_prompt_style"
 FORMAT_KEY = "envengineer_policy_format"
 
 
+#: What an SFT completion holds (:func:`envengineer.training.dataset.target_response`; ``SFT_TARGETS``).
+SFTTarget = Literal[
+    "solver",
+    "solver_path",
+    "solver_moves",
+    "solver_timed",
+    "solver_free",
+    "solver_joint",
+    "solver_timed_joint",
+    "solver_timed_checks",
+]
+
+
 @dataclass(frozen=True)
 class PolicyFormat:
     """How a policy spells cells and what its scratchpad holds.
@@ -86,24 +99,13 @@ class PolicyFormat:
             starts as a row vector plus a column vector, each a fixed random projection of Fourier
             features of the index, so neighbouring cells start close and a step is the same change
             everywhere on the board.
-        scratchpad: The SFT target the policy is warm-started on (``target: null`` in an SFT preset), one
-            of the scratchpads :func:`envengineer.training.dataset.target_response` describes (``solver_path``
-            to ``solver_timed_checks``); a time is one token, ``t0`` to ``t63``, a free move one of
-            ``up down left right``, and ``wait`` one token too.
+        scratchpad: The :data:`SFTTarget` the policy is warm-started on (``target: null`` in an SFT preset);
+            a time is one token, ``t0`` to ``t63``, a free move one of ``up down left right``, ``wait`` one.
     """
 
     cells: Literal["atomic", "split"]
     embeddings: Literal["random", "coordinates"]
-    scratchpad: Literal[
-        "solver",
-        "solver_path",
-        "solver_moves",
-        "solver_timed",
-        "solver_free",
-        "solver_joint",
-        "solver_timed_joint",
-        "solver_timed_checks",
-    ]
+    scratchpad: SFTTarget
 
     def tokenizer(self, max_length: int = 2048) -> Any:
         """The tokenizer of a new policy in this format (:func:`build_tokenizer`)."""

@@ -17,10 +17,11 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.instance import Instance
+from envengineer.models.small_policy import SFTTarget
 
 log = logging.getLogger(__name__)
 
@@ -276,16 +277,7 @@ def wait_instead_of_detours(instance: Instance, paths: Sequence[Sequence[tuple[i
 
 
 #: What an SFT completion holds (:func:`target_response`).
-SFT_TARGETS = (
-    "solver",
-    "solver_path",
-    "solver_moves",
-    "solver_timed",
-    "solver_free",
-    "solver_joint",
-    "solver_timed_joint",
-    "solver_timed_checks",
-)
+SFT_TARGETS: tuple[str, ...] = get_args(SFTTarget)
 
 
 def sft_rows(

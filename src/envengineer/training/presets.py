@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.config import format_validation_error, read_yaml
+from envengineer.models.small_policy import SFTTarget
 
 PresetKind = Literal["grpo", "sft"]
 RewardShape = Literal["graded", "sparse", "dense"]
@@ -266,19 +267,7 @@ class SFTPreset(_Preset):
     """
 
     kind: Literal["sft"] = "sft"
-    target: (
-        Literal[
-            "solver",
-            "solver_path",
-            "solver_moves",
-            "solver_timed",
-            "solver_free",
-            "solver_joint",
-            "solver_timed_joint",
-            "solver_timed_checks",
-        ]
-        | None
-    ) = Field(
+    target: SFTTarget | None = Field(
         default="solver",
         description="What the model learns to write: the solver's SoC-optimal plan (solver); each "
         "agent's path as cells inside <think> first and then the plan (solver_path); the path with each "
