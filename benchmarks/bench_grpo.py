@@ -145,8 +145,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "--max-completion-length",
             type=int,
             default=None,
-            help="GRPO's completion budget and every scored answer's (default: the preset's 224, and 200 "
-            "or 300 tokens for scoring; a format with a longer scratchpad needs more)",
+            help="GRPO's completion budget and every scored answer's (default: grpo-small's for training "
+            "and sft-small's for scoring, so that every plan the warm-start learned fits)",
         )
         q.add_argument(
             "--boards",
@@ -195,13 +195,21 @@ def held_out(per_cell: int, agents: int = 2, max_size: int = 8) -> list[Instance
     return build_validation_set(per_cell, agents=(agents,), min_size=3, max_size=max_size, workers=1)
 
 
-def answer(model: str, instances: list[Instance], max_new_tokens: int = 200) -> list[str]:
+def answer_tokens() -> int:
+    """The scored answers' budget unless ``--max-completion-length``: ``sft-small``'s, the longest target a
+    warm-start learns to write (an answer ends at its end token, so the budget only lets a long one end)."""
+    from envengineer.training.presets import load_preset
+
+    return load_preset("sft-small", "sft").max_completion_length
+
+
+def answer(model: str, instances: list[Instance], max_new_tokens: int | None = None) -> list[str]:
     """Greedy answers of a checkpoint, in the compact prompt style the small policy records."""
     from envengineer.models import SamplingParams
     from envengineer.models.hf import HFBackend
 
     backend = HFBackend(model, device="cpu")
-    params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
+    params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens or answer_tokens())
     texts: list[str] = []
     for lo in range(0, len(instances), 64):
         conversations = [build_messages(i, style="compact") for i in instances[lo : lo + 64]]
@@ -254,7 +262,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
     minutes = (time.perf_counter() - t0) / 60
     two = score(validation, answer(str(result.checkpoint), validation))
     three_set = held_out(max(1, args.per_cell // 2), agents=3)
-    three = score(three_set, answer(str(result.checkpoint), three_set, max_new_tokens=300))
+    three = score(three_set, answer(str(result.checkpoint), three_set))
     small = [i for i in validation if i.size <= 6]
     small_score = score(small, answer(str(result.checkpoint), small))
     record = {
@@ -378,7 +386,7 @@ def run_one(
 ) -> dict[str, Any]:
     """One ``sweep`` run: train, score the result on the held-out set, and the round's diagnostics."""
     result, _, minutes = train_one(args, variant, seed, frozenset(i.board_hash() for i in validation))
-    after = score(validation, answer(str(result.checkpoint), validation, args.max_completion_length or 200))
+    after = score(validation, answer(str(result.checkpoint), validation, args.max_completion_length))
     history = result.metrics["log_history"]
     entropy = [e["entropy"] for e in history if "entropy" in e]
     zero = [e["frac_reward_zero_std"] for e in history if "frac_reward_zero_std" in e]
@@ -406,7 +414,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 2
     seeds = [int(s) for s in args.seeds.split(",")]
     validation = held_out(args.per_cell)
-    warm = score(validation, answer(str(args.warm), validation, args.max_completion_length or 200))
+    warm = score(validation, answer(str(args.warm), validation, args.max_completion_length))
     print(
         f"# {len(validation)} held-out boards; warm-start {args.warm}: valid {warm['valid_pct']} % "
         f"optimal {warm['optimal_pct']} % by size {warm['valid_by_size']}; load {os.getloadavg()[0]:.2f}",
@@ -500,13 +508,13 @@ SETS = (TRAINED, "held-out 2 agents", "held-out 1 agent", "held-out 3 agents")
 
 
 def transfer_sets(per_cell: int, tokens: int | None = None) -> dict[str, tuple[list[Instance], int]]:
-    """The held-out sets of ``transfer`` with their answer lengths: ``tokens`` for all, else 200, and 300
-    for three agents' longer plans."""
+    """The held-out sets of ``transfer`` with their answer budget (``tokens``, else :func:`answer_tokens`)."""
     fewer = max(1, per_cell // 2)
+    tokens = tokens or answer_tokens()
     return {
-        "held-out 2 agents": (held_out(per_cell), tokens or 200),
-        "held-out 1 agent": (held_out(fewer, agents=1), tokens or 200),
-        "held-out 3 agents": (held_out(fewer, agents=3), tokens or 300),
+        "held-out 2 agents": (held_out(per_cell), tokens),
+        "held-out 1 agent": (held_out(fewer, agents=1), tokens),
+        "held-out 3 agents": (held_out(fewer, agents=3), tokens),
     }
 
 
@@ -530,8 +538,7 @@ def run_transfer(
     trained = trained_sample(prompts, args.train_eval, seed)
     model = str(result.checkpoint)
     after = {name: score(boards, answer(model, boards, tokens)) for name, (boards, tokens) in sets.items()}
-    tokens = args.max_completion_length or (300 if max(i.num_agents for i in trained) > 2 else 200)
-    after[TRAINED] = score(trained, answer(model, trained, tokens))
+    after[TRAINED] = score(trained, answer(model, trained, args.max_completion_length))
     distinct = len({id(i) for i in prompts})  # the boards drawn; layouts may repeat on small sizes
     return {
         "seed": seed,
@@ -539,7 +546,7 @@ def run_transfer(
         "prompts": len(prompts),
         "boards": distinct,
         "passes": round(len(prompts) / distinct, 2),
-        "warm_trained": _flags(score(trained, answer(str(args.warm), trained, tokens))),
+        "warm_trained": _flags(score(trained, answer(str(args.warm), trained, args.max_completion_length))),
         "after": {name: _flags(after[name]) for name in SETS},
     }
 

@@ -206,6 +206,7 @@ def test_transfer_end_to_end_writes_all_four_sets(
     out = tmp_path / "transfer.json"
     argv = ["transfer", "--warm", str(policy), "--seeds", "0", "--steps", "1", "--per-cell", "1"]
     argv += ["--train-eval", "2", "--lanes", "1", "--out", str(tmp_path / "runs"), "--json", str(out)]
+    argv += ["--max-completion-length", "16"]  # the untrained policy's answers run to the budget
     assert bench.main(argv) == 0
     record = json.loads(out.read_text())
     assert list(record["table"]) == list(bench.SETS)
@@ -217,6 +218,13 @@ def test_transfer_end_to_end_writes_all_four_sets(
 
 
 def test_a_longer_scratchpad_gets_its_completion_budget() -> None:
-    assert bench.variant_preset("preset", 3)["max_completion_length"] == 224  # grpo-small's
-    longer = bench.variant_preset("sparse-drgrpo-kl03", 3, 320)
-    assert longer["max_completion_length"] == 320 and longer["grpo"]["beta"] == 0.3
+    assert bench.variant_preset("preset", 3)["max_completion_length"] == 352  # grpo-small's
+    longer = bench.variant_preset("sparse-drgrpo-kl03", 3, 640)
+    assert longer["max_completion_length"] == 640 and longer["grpo"]["beta"] == 0.3
+
+
+def test_scored_answers_get_the_warm_starts_longest_target() -> None:
+    # sft-small's budget: the free-moves plan of 5 agents on 10x10 (at most 569 tokens) must not be cut
+    assert bench.answer_tokens() == 576
+    assert {tokens for _, tokens in bench.transfer_sets(1).values()} == {576}
+    assert {tokens for _, tokens in bench.transfer_sets(1, 80).values()} == {80}

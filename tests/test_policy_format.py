@@ -398,3 +398,23 @@ def test_the_cache_key_names_the_format(tmp_path: Path, monkeypatch: pytest.Monk
     assert path == tmp_path / "policies" / f"tiny-{DEFAULT_FORMAT}-seed0" != old
     assert policy_format_of(path) == POLICY_FORMATS[DEFAULT_FORMAT]
     assert np.isfinite(len(list(path.iterdir())))
+
+
+def test_the_small_presets_budgets_fit_the_default_formats_plans() -> None:
+    # sft-small trains on the whole benchmark's shapes (5 agents on 10x10 at most); grpo-small's rounds on
+    # up to 3 agents on 8x8; the demo's evaluation answers the benchmark's 3-agent row (up to 10x10)
+    fmt = POLICY_FORMATS[DEFAULT_FORMAT]
+    tokenizer = fmt.tokenizer()
+    longest: dict[tuple[int, int], int] = {}
+    for inst in load_benchmark():
+        n = len(tokenizer.encode(target_response(inst, fmt.scratchpad))) + 1  # and the end token
+        key = (inst.num_agents, inst.size)
+        longest[key] = max(longest.get(key, 0), n)
+    sft_budget = load_preset("sft-small", "sft").max_completion_length
+    grpo_budget = load_preset("grpo-small", "grpo").max_completion_length
+    assert max(longest.values()) <= sft_budget < max(longest.values()) + 64
+    assert max(n for (agents, size), n in longest.items() if agents == 3 and size <= 8) <= grpo_budget
+    from envengineer.loop.demo import demo_experiment
+
+    three = max(n for (agents, _), n in longest.items() if agents == 3)
+    assert three <= demo_experiment().evaluation.max_new_tokens

@@ -50,7 +50,7 @@ DEMO: dict[str, Any] = {
     "evaluation": {
         "backend": "hf",
         "batch_size": 64,
-        "max_new_tokens": 320,
+        "max_new_tokens": 416,
         "temperature": 0.0,
         "benchmark_per_cell": 10,
     },

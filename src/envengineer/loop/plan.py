@@ -207,7 +207,7 @@ CPU_RATES: dict[str, float] = {
     "round_overhead": 20.0,
 }
 
-#: The same for the tiny small policy (``policy:tiny``, format ``split-moves``) with ``grpo-small`` (8 x 8
+#: The same for the tiny small policy (``policy:tiny``, format ``free-moves``) with ``grpo-small`` (8 x 8
 #: completions per step, the in-round probes included) and ``sft-small`` (batch 32, building its dataset
 #: included), evaluation in batches of 64 (validation and benchmark answers pooled); the engineer is the
 #: embedded SmolLM2-135M. Measured from the demo's ledger on a fresh clone (docs/loop.md, "The demo").

@@ -19,10 +19,10 @@ five actions, the prompt's words; with a leading space where one precedes them),
 cells ``(r,c)`` with ``r, c < 16``, and single characters for everything else, so every ASCII text encodes
 and decodes exactly and an action is one token. How a cell is spelled, how its embedding starts and what
 the warm-start's scratchpad holds is the policy's *format* (:data:`POLICY_FORMATS`, recorded in
-``config.json``): the default ``split-moves`` spells a cell as a row token and a column token, so a step
-is the same change on every row of every board, and writes each move beside the cell it leads to, so the
-answer copies its reasoning. The chat template wraps each message as ``<|role|>content<|end|>``;
-``<|end|>`` is the end-of-sequence token.
+``config.json``): the default ``free-moves`` spells a cell as a row token and a column token, so a step
+is the same change on every row of every board, and writes each cell's free moves, then the move beside
+the cell it leads to, so the answer copies its checked reasoning. The chat template wraps each message
+as ``<|role|>content<|end|>``; ``<|end|>`` is the end-of-sequence token.
 
 The folder records the prompt style the policy reads (``compact`` by default: the board without the prose
 rules, :func:`envengineer.mapf.prompt.render_compact`) in ``config.json`` under ``envengineer_prompt_style``;
@@ -133,7 +133,7 @@ POLICY_FORMATS: dict[str, PolicyFormat] = {
     "timed-checks": PolicyFormat("split", "coordinates", "solver_timed_checks"),
 }
 #: The format of new policies (``policy init``, ``policy:SIZE``).
-DEFAULT_FORMAT = "split-moves"
+DEFAULT_FORMAT = "free-moves"
 
 SPECIAL_TOKENS = ("<|pad|>", "<|unk|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
 CHAT_TEMPLATE = (
