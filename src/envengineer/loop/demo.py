@@ -21,8 +21,8 @@ def demo_experiment(*, smollm2: bool = False) -> Experiment:
 
 #: The demo's settings (kept equal to ``experiments/cpu/demo.yaml`` by a test): the small-policy
 #: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``) at a smaller budget, so that it
-#: fits 15 minutes on 2 idle cores: two thirds of the arm's warm-start, two fifths of its GRPO steps, and a
-#: stratified fifth of the benchmark (10 of each cell's 50 instances, 630 in all).
+#: fits 15 minutes on 2 idle cores: 1,200 of the arm's 1,500 warm-start steps, a fifth of its GRPO steps,
+#: and a stratified fifth of the benchmark (10 of each cell's 50 instances, 630 in all).
 DEMO: dict[str, Any] = {
     "name": "cpu-demo",
     "description": "The small-policy loop on a CPU: a 1M-parameter policy is warm-started from scratch on "
@@ -30,15 +30,15 @@ DEMO: dict[str, Any] = {
     "reads its validation failures and writes the next round's configuration (context V6 + L, trust region).",
     "model": "policy:tiny",
     "rounds": 3,
-    "samples_per_round": 160,
+    "samples_per_round": 80,
     "epochs_per_round": 1,
     "num_agents": 2,
-    "training": {"preset": "grpo-small", "max_steps": 20},
+    "training": {"preset": "grpo-small", "max_steps": 10},
     "warm_start": {
         "enabled": True,
         "preset": "sft-small",
-        "samples": 32000,
-        "max_steps": 1000,
+        "samples": 38400,
+        "max_steps": 1200,
         "sizes": [3, 4, 5, 6],
         "hole_ratio": 0.25,
         "wait_ratio": 0.5,
