@@ -109,6 +109,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # rate, with or without a KL anchor that pulls the noise back towards the warm-start
     "long-lr2e-5": sparse_drgrpo(2e-5, warmup_steps=20),
     "long-lr2e-5-beta": sparse_drgrpo(2e-5, warmup_steps=20, beta=0.04),
+    # solver guidance: a group with no optimal sample gets the solver's plan as its last member, so the
+    # boards the policy cannot solve teach it too (envengineer.training.guidance)
+    "guided": {**sparse_drgrpo(), "guidance": {"enabled": True}},
+    "guided-kl03": {**sparse_drgrpo(beta=0.3), "guidance": {"enabled": True}},
     "sparse-dapo-t07-dyn": {
         "reward_shape": "sparse",
         "grpo": {"learning_rate": 1e-4, "temperature": 0.7, "loss_type": "dapo", "scale_rewards": "group"},

@@ -45,6 +45,7 @@ from envengineer.mapf.instance import Instance
 from envengineer.mapf.rewards import make_reward
 from envengineer.training.dataset import check_prompt_lengths, prompt_rows, write_manifest
 from envengineer.training.diagnostics import SampledStats, probe_callback
+from envengineer.training.guidance import SolverGuide
 from envengineer.training.presets import (
     GRPOPreset,
     default_preset_name,
@@ -228,10 +229,14 @@ def _build_trainer(
     seed: int,
 ) -> Any:
     """TRL's ``GRPOTrainer`` (with dynamic sampling when the preset asks), the probe attached to it."""
-    if preset.dynamic_sampling.enabled and world_size() > 1:
-        raise ConfigError("dynamic_sampling runs in a single process; turn it off for multi-process training")
+    for name in ("dynamic_sampling", "guidance"):
+        if getattr(preset, name).enabled and world_size() > 1:
+            raise ConfigError(f"{name} runs in a single process; turn it off for multi-process training")
     trainer_class = make_trainer_class(
-        dynamic=preset.dynamic_sampling.enabled, max_refills=preset.dynamic_sampling.max_refills, seed=seed
+        dynamic=preset.dynamic_sampling.enabled,
+        max_refills=preset.dynamic_sampling.max_refills,
+        seed=seed,
+        guide=solver_guide(preset, model_path) if preset.guidance.enabled else None,
     )
     trainer = trainer_class(
         model=model_path,
@@ -245,6 +250,19 @@ def _build_trainer(
         if hasattr(callback, "attach"):
             callback.attach(trainer)
     return trainer
+
+
+def solver_guide(preset: GRPOPreset, model_path: str) -> SolverGuide:
+    """The preset's solver guidance for the policy at ``model_path`` (its tokenizer, its scratchpad)."""
+    tokenizer = load_tokenizer(model_path)
+    return SolverGuide(
+        tokenizer,
+        target=preset.guidance.resolve_target(model_path),
+        when=preset.guidance.when,
+        max_tokens=preset.max_completion_length,
+        eos_token_ids=[tokenizer.eos_token_id],
+        chat_template_kwargs=preset.chat_template_kwargs,
+    )
 
 
 def _prompt_dataset(

@@ -115,6 +115,35 @@ class DynamicSamplingSettings(BaseModel):
     )
 
 
+def resolve_target(target: str | None, model_path: str) -> str:
+    """``target``, else the scratchpad of the small policy's format, else ``solver``."""
+    from envengineer.models.small_policy import policy_format_of
+
+    if target is not None:
+        return target
+    spec = policy_format_of(model_path)
+    return spec.scratchpad if spec is not None else "solver"
+
+
+class GuidanceSettings(BaseModel):
+    """Solver guidance (:mod:`envengineer.training.guidance`): unsolved groups get the solver's plan."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(default=False, description="Put the solver's plan into groups (single process).")
+    when: Literal["failed", "always"] = Field(
+        default="failed", description="failed: groups with no optimal completion; always: every group."
+    )
+    target: SFTTarget | None = Field(
+        default=None,
+        description="The plan's SFT target; null: the small policy's recorded scratchpad, else solver.",
+    )
+
+    def resolve_target(self, model_path: str) -> str:
+        """The target, else the scratchpad of the small policy's format, else ``solver``."""
+        return resolve_target(self.target, model_path)
+
+
 class _Preset(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -180,6 +209,9 @@ class GRPOPreset(_Preset):
     )
     dynamic_sampling: DynamicSamplingSettings = Field(
         default_factory=DynamicSamplingSettings, description="Refill zero-variance groups (single process)."
+    )
+    guidance: GuidanceSettings = Field(
+        default_factory=GuidanceSettings, description="The solver's plan in unsolved groups."
     )
 
     def batch_shape(self, world_size: int = 1) -> tuple[int, int]:
@@ -282,12 +314,7 @@ class SFTPreset(_Preset):
 
     def resolve_target(self, model_path: str) -> str:
         """The preset's target, else the scratchpad of the small policy's format, else ``solver``."""
-        from envengineer.models.small_policy import policy_format_of
-
-        if self.target is not None:
-            return self.target
-        spec = policy_format_of(model_path)
-        return spec.scratchpad if spec is not None else "solver"
+        return resolve_target(self.target, model_path)
 
     length_group_batches: int | None = Field(
         default=None,

@@ -1,4 +1,6 @@
-"""TRL's ``GRPOTrainer`` with DAPO's dynamic sampling: groups without reward variance are replaced.
+"""TRL's ``GRPOTrainer`` with DAPO's dynamic sampling and, apart or together, solver guidance.
+
+Dynamic sampling: groups without reward variance are replaced.
 
 A GRPO group whose completions all score the same has zero advantage and moves nothing, yet it takes a
 slot of the batch (and, under the token-normalised losses, dilutes the others). With dynamic sampling on,
@@ -8,6 +10,9 @@ topped up with the original uninformative groups so its size never changes (Yu e
 
 Single process only: refilling draws a different number of batches in each process, which the
 collective operations of a multi-process run cannot follow.
+
+Solver guidance (:mod:`envengineer.training.guidance`): an unsolved group gets the solver's plan as its
+last member before it is scored. A refill batch is guided too: guidance sits under dynamic sampling.
 """
 
 from __future__ import annotations
@@ -16,17 +21,23 @@ from typing import Any
 
 import numpy as np
 
+from envengineer.training.guidance import SolverGuide
+
 _LEFT_PADDED = ("prompt_ids", "prompt_mask")
 
 
-def make_trainer_class(*, dynamic: bool, max_refills: int = 4, seed: int = 0) -> type:
-    """``trl.GRPOTrainer`` itself, or its subclass with dynamic sampling (see the module docstring)."""
+def make_trainer_class(
+    *, dynamic: bool, max_refills: int = 4, seed: int = 0, guide: SolverGuide | None = None
+) -> type:
+    """``trl.GRPOTrainer`` itself, or its subclass with solver guidance, dynamic sampling or both (see
+    the module docstring)."""
     from trl import GRPOTrainer
 
+    base = GRPOTrainer if guide is None else _guided(GRPOTrainer, guide)
     if not dynamic:
-        return GRPOTrainer
+        return base
 
-    class DynamicSamplingGRPOTrainer(GRPOTrainer):
+    class DynamicSamplingGRPOTrainer(base):
         _refill_rng = np.random.default_rng(seed)
 
         def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -61,6 +72,41 @@ def make_trainer_class(*, dynamic: bool, max_refills: int = 4, seed: int = 0) ->
             return int(pad if pad is not None else tok.eos_token_id or 0)
 
     return DynamicSamplingGRPOTrainer
+
+
+def _guided(base: type, guide: SolverGuide) -> type:
+    """``base`` whose training generations pass through ``guide`` before they are decoded and scored."""
+
+    class GuidedGRPOTrainer(base):
+        solver_guide = guide
+        _guide_rows: list[dict[str, Any]] | None = None
+
+        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+            self._guide_rows = inputs if self.model.training else None
+            try:
+                return super()._generate_and_score_completions(inputs)
+            finally:
+                self._guide_rows = None
+
+        def _generate_single_turn(self, prompt_ids: Any, *args: Any, **kwargs: Any) -> Any:
+            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            rows = self._guide_rows
+            if rows is None:
+                return completion_ids, logprobs
+            if len(rows) != len(completion_ids):
+                raise RuntimeError(
+                    "solver guidance needs one completion per prompt row (no vLLM server mode)"
+                )
+            replaced = guide.apply(rows, completion_ids, self.num_generations)
+            for i in replaced if logprobs is not None else ():
+                # no sampler log-prob for the plan: TRL leaves NaN positions out of its sampling correction
+                logprobs[i] = [float("nan")] * len(completion_ids[i])
+            self._metrics["train"]["guidance/groups_guided"].append(
+                len(replaced) * self.num_generations / len(rows)
+            )
+            return completion_ids, logprobs
+
+    return GuidedGRPOTrainer
 
 
 def _informative(advantages: Any, g: int) -> list[int]:
