@@ -121,6 +121,17 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+#: Supervised controls: a GRPO variant's boards (``--steps`` x 8 prompts) learnt from the solver's plans by
+#: ``sft-small``'s trainer at GRPO's rate, step count and prompts per step, in random order. Beside a
+#: ``guided`` run it says what imitating the same boards alone does.
+SFT_CONTROLS: dict[str, dict[str, Any]] = {
+    "sft-same-boards": {
+        "length_group_batches": None,
+        "sft": {"learning_rate": 1e-4, "lr_scheduler_type": "constant", "warmup_steps": 0},
+    },
+}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -135,7 +146,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     s = sub.add_parser("sweep", help="GRPO variants x seeds from one warm-start")
     s.add_argument("--variants", default="old,sparse-drgrpo")
     x = sub.add_parser("transfer", help="one variant x seeds: gains on trained-on and held-out boards")
-    x.add_argument("--variant", default="preset", choices=list(VARIANTS))
+    x.add_argument("--variant", default="preset", choices=[*VARIANTS, *SFT_CONTROLS])
     x.add_argument("--train-eval", type=int, default=288, help="trained-on boards scored (at most)")
     for q in (s, x):
         q.add_argument("--warm", type=Path, required=True, help="the warm-start checkpoint folder")
@@ -300,7 +311,7 @@ def variant_preset(name: str, steps: int, max_completion_length: int | None = No
     from envengineer.training.presets import load_preset
 
     preset = load_preset("grpo-small", "grpo").model_dump(mode="json")
-    overrides = VARIANTS[name]
+    overrides = VARIANTS.get(name, {})  # a supervised control draws the preset's boards
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(preset.get(key), dict):
             preset[key] = {**preset[key], **value}
@@ -381,8 +392,26 @@ def train_one(
     instances = training_boards(args, preset, seed, exclude)
     t0 = time.perf_counter()
     out = args.out / f"{variant}-s{seed}"
-    result = train_round(str(args.warm), instances, out_dir=out, preset=preset, seed=seed)
+    if variant in SFT_CONTROLS:
+        result = train_control(args, variant, instances, per_step(preset), out, seed)
+    else:
+        result = train_round(str(args.warm), instances, out_dir=out, preset=preset, seed=seed)
     return result, instances, (time.perf_counter() - t0) / 60
+
+
+def train_control(
+    args: argparse.Namespace, variant: str, instances: list[Instance], batch: int, out: Path, seed: int
+) -> Any:
+    """A supervised control (:data:`SFT_CONTROLS`): ``sft-small`` on the run's boards, ``batch`` a step."""
+    from envengineer.training.presets import load_preset
+    from envengineer.training.sft import sft
+
+    preset = load_preset("sft-small", "sft").model_dump(mode="json")
+    overrides = SFT_CONTROLS[variant]
+    preset.update({k: v for k, v in overrides.items() if k != "sft"})
+    preset["sft"] = {**preset["sft"], **overrides["sft"], "per_device_train_batch_size": batch}
+    preset["sft"].update(report_to="none", disable_tqdm=True)
+    return sft(str(args.warm), instances, out_dir=out, preset=preset, seed=seed, max_steps=args.steps)
 
 
 def run_one(

@@ -228,3 +228,27 @@ def test_scored_answers_get_the_warm_starts_longest_target() -> None:
     assert bench.answer_tokens() == 576
     assert {tokens for _, tokens in bench.transfer_sets(1).values()} == {576}
     assert {tokens for _, tokens in bench.transfer_sets(1, 80).values()} == {80}
+
+
+def test_the_supervised_control_learns_a_grpo_runs_boards_at_its_rate_batch_and_steps(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    sft_module = importlib.import_module("envengineer.training.sft")  # the package's `sft` is the function
+    calls = []
+    monkeypatch.setattr(sft_module, "sft", lambda *a, **k: calls.append((a, k)) or "result")
+    args = argparse.Namespace(
+        **vars(_train_args(0, steps=3)), warm=tmp_path / "warm", out=tmp_path, max_completion_length=None
+    )
+    result, prompts, _ = bench.train_one(args, "sft-same-boards", seed=1, exclude=frozenset())
+    assert result == "result"
+    grpo = bench.variant_preset("preset", 3)
+    assert [i.id for i in prompts] == [
+        i.id for i in bench.training_boards(args, grpo, seed=1, exclude=frozenset())
+    ]  # the boards a GRPO run of three steps is given, seed for seed
+    (model, instances), kwargs = calls[0]
+    assert model == str(tmp_path / "warm") and list(instances) == prompts
+    assert kwargs["max_steps"] == 3 and kwargs["seed"] == 1
+    preset = kwargs["preset"]
+    assert preset["sft"]["per_device_train_batch_size"] == bench.per_step(grpo) == 8
+    assert preset["sft"]["learning_rate"] == grpo["grpo"]["learning_rate"]
+    assert preset["sft"]["lr_scheduler_type"] == "constant" and preset["length_group_batches"] is None
