@@ -111,3 +111,5 @@ def test_a_guided_grpo_round_scores_the_solvers_plan_in_every_unsolved_group(
         e["guidance/groups_guided"] for e in result.metrics["log_history"] if "guidance/groups_guided" in e
     ]
     assert logged == [1.0, 1.0]  # the share of groups guided
+    sampled = result.metrics["sampled"]["3"]  # what the policy wrote: the plans are left out
+    assert (sampled["completions"], sampled["optimal"], sampled["groups"]) == (12, 0.0, 4)

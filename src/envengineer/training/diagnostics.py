@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from envengineer.mapf.instance import Instance
@@ -34,11 +34,16 @@ class SampledStats:
     Args:
         reward: A :class:`envengineer.mapf.rewards.RewardFunction` (it must offer ``judge``).
         group_size: Completions per prompt (``num_generations``); consecutive completions form a group.
+        skip: The indexes of the batch's completions the policy did not sample (solver guidance's plans):
+            scored, but left out of what the round records as sampled.
     """
 
-    def __init__(self, reward: Any, group_size: int) -> None:
+    def __init__(
+        self, reward: Any, group_size: int, skip: Callable[[], Collection[int]] | None = None
+    ) -> None:
         self.reward = reward
         self.group_size = max(int(group_size), 1)
+        self.skip = skip or (lambda: ())
         self.__name__ = reward.__name__  # TRL logs rewards/<name>/mean
         # per size: completions, valid, optimal, reward sum, groups, zero-variance groups
         self.totals: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -46,7 +51,7 @@ class SampledStats:
     def __call__(self, completions: Sequence[Any], instance: Any = None, **kwargs: Any) -> list[float]:
         judged = self.reward.judge(completions, instance)
         rewards = [self.reward.score(v, inst.num_agents) for inst, v in judged]
-        batch = self._count(judged, rewards)
+        batch = self._count(judged, rewards, set(self.skip()))
         log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
         if log_metric is not None:
             for size, c in sorted(batch.items()):
@@ -57,9 +62,13 @@ class SampledStats:
                     log_metric(f"sampled/size_{size}/zero_std", c["zero_std_groups"] / c["groups"])
         return rewards
 
-    def _count(self, judged: list[tuple[Instance, Any]], rewards: list[float]) -> dict[int, dict[str, float]]:
+    def _count(
+        self, judged: list[tuple[Instance, Any]], rewards: list[float], skip: set[int]
+    ) -> dict[int, dict[str, float]]:
         batch: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        for (inst, verdict), r in zip(judged, rewards, strict=True):
+        for i, ((inst, verdict), r) in enumerate(zip(judged, rewards, strict=True)):
+            if i in skip:
+                continue
             c = batch[inst.size]
             c["completions"] += 1
             c["valid"] += verdict.valid
@@ -70,7 +79,8 @@ class SampledStats:
             for lo in range(0, len(rewards), g):
                 c = batch[judged[lo][0].size]
                 c["groups"] += 1
-                c["zero_std_groups"] += len(set(rewards[lo : lo + g])) == 1
+                sampled = {rewards[i] for i in range(lo, lo + g) if i not in skip}
+                c["zero_std_groups"] += len(sampled) == 1
         for size, c in batch.items():
             for key, value in c.items():
                 self.totals[size][key] += value

@@ -194,10 +194,12 @@ def train_round(
 
     overrides = {} if max_steps is None else {"max_steps": int(max_steps)}
     args = resolved.build_config(output_dir=out / "trainer", seed=seed, epochs=epochs, **overrides)
-    stats = SampledStats(make_reward(shape), args.num_generations)
+    guide = solver_guide(resolved, model_path) if resolved.guidance.enabled else None
+    skip = (lambda: guide.last_replaced) if guide is not None else None  # the plans were not sampled
+    stats = SampledStats(make_reward(shape), args.num_generations, skip=skip)
     probe = _probe_callback(resolved, probe_set, style=style, seed=seed, temperature=args.temperature)
     rewards, callbacks = [timing.wrap(stats), *reward_funcs], [step_timer(timing), probe]
-    trainer = _build_trainer(resolved, model_path, args, dataset, rewards, callbacks, seed)
+    trainer = _build_trainer(resolved, model_path, args, dataset, rewards, callbacks, seed, guide)
     output = _run(trainer, timing)
     checkpoint = save_checkpoint(trainer, out, base_model=model_path, lora=resolved.lora.enabled)
     metrics = {
@@ -227,8 +229,10 @@ def _build_trainer(
     rewards: list[Any],
     callbacks: list[Any],
     seed: int,
+    guide: SolverGuide | None = None,
 ) -> Any:
-    """TRL's ``GRPOTrainer`` (with dynamic sampling when the preset asks), the probe attached to it."""
+    """TRL's ``GRPOTrainer`` (with dynamic sampling and solver guidance when the preset asks), the probe
+    attached to it."""
     for name in ("dynamic_sampling", "guidance"):
         if getattr(preset, name).enabled and world_size() > 1:
             raise ConfigError(f"{name} runs in a single process; turn it off for multi-process training")
@@ -236,7 +240,7 @@ def _build_trainer(
         dynamic=preset.dynamic_sampling.enabled,
         max_refills=preset.dynamic_sampling.max_refills,
         seed=seed,
-        guide=solver_guide(preset, model_path) if preset.guidance.enabled else None,
+        guide=guide,
     )
     trainer = trainer_class(
         model=model_path,

@@ -51,6 +51,7 @@ class SolverGuide:
         self.eos = set(eos_token_ids)
         self.template_kwargs = dict(chat_template_kwargs or {})
         self._plans: dict[str, list[int]] = {}
+        self.last_replaced: frozenset[int] = frozenset()  # of the latest batch: what the policy did not write
         self.guided = 0
         self.groups = 0
 
@@ -85,6 +86,7 @@ class SolverGuide:
             completion_ids[start + group - 1] = list(plan)
             replaced.append(start + group - 1)
         self.guided += len(replaced)
+        self.last_replaced = frozenset(replaced)
         return replaced
 
     def _solved(self, row: dict[str, Any], completions: Sequence[list[int]]) -> bool:
