@@ -19,6 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from envengineer.errors import ConfigError
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.validator import validate
 
@@ -32,6 +33,7 @@ class SolverGuide:
         when: ``"failed"``: groups with no optimal completion; ``"always"``: every group.
         max_tokens: Plans longer than this are not put in (a group keeps its own samples).
         eos_token_ids: The tokens a completion ends with.
+        chat_template_kwargs: Passed to the chat template, as the trainer passes them (e.g. thinking off).
     """
 
     def __init__(
@@ -67,7 +69,10 @@ class SolverGuide:
             prompt = render(row["prompt"], tokenize=False, add_generation_prompt=True, **self.template_kwargs)
             full = render(row["prompt"] + turn, tokenize=False, **self.template_kwargs)
             if not full.startswith(prompt):
-                raise ValueError("the chat template renders the prompt differently inside a conversation")
+                raise ConfigError(
+                    "solver guidance needs a chat template that renders a prompt the same with and without "
+                    "the assistant's turn after it; this model's template does not: turn guidance off"
+                )
             ids = self.tokenizer(full[len(prompt) :], add_special_tokens=False)["input_ids"]
             end = next((i for i, t in enumerate(ids) if t in self.eos), len(ids) - 1)
             self._plans[key] = list(ids[: end + 1])
