@@ -57,10 +57,12 @@ from envengineer.mapf.validator import validate
 from envengineer.sweep.executors import THREAD_VARIABLES, usable_cpus
 
 
-def sparse_drgrpo(lr: float = 1e-4, *, refills: int = 0, **grpo: Any) -> dict[str, Any]:
+def sparse_drgrpo(lr: float = 1e-4, *, refills: int = 0, guided: bool = False, **grpo: Any) -> dict[str, Any]:
     """The paper's sparse reward with Dr. GRPO (no per-group std scaling, no length bias), sampled at
-    temperature 1 unless ``grpo`` says otherwise; ``refills`` > 0 turns on DAPO's dynamic sampling."""
+    temperature 1 unless ``grpo`` says otherwise; ``refills`` > 0 turns on DAPO's dynamic sampling,
+    ``guided`` solver guidance."""
     return {
+        "guidance": {"enabled": guided},
         "reward_shape": "sparse",
         "grpo": {
             "learning_rate": lr,
@@ -75,8 +77,10 @@ def sparse_drgrpo(lr: float = 1e-4, *, refills: int = 0, **grpo: Any) -> dict[st
 
 #: GRPO variants: overrides of the shipped grpo-small preset (top-level keys and the ``grpo:`` section).
 VARIANTS: dict[str, dict[str, Any]] = {
-    # the preset as shipped before this sweep: graded reward, DAPO loss, std-scaled, temperature 1, lr 1e-4
+    # the preset as shipped before solver guidance: graded reward, DAPO loss, std-scaled, temperature 1,
+    # lr 1e-4
     "old": {
+        "guidance": {"enabled": False},
         "reward_shape": "graded",
         "grpo": {"learning_rate": 1e-4, "temperature": 1.0, "loss_type": "dapo", "scale_rewards": "group"},
         "dynamic_sampling": {"enabled": False},
@@ -111,11 +115,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "long-lr2e-5-beta": sparse_drgrpo(2e-5, warmup_steps=20, beta=0.04),
     # solver guidance: a group with no optimal sample gets the solver's plan as its last member, so the
     # boards the policy cannot solve teach it too (envengineer.training.guidance)
-    "guided": {**sparse_drgrpo(), "guidance": {"enabled": True}},
-    "guided-kl03": {**sparse_drgrpo(beta=0.3), "guidance": {"enabled": True}},
+    "guided": sparse_drgrpo(guided=True),
+    "guided-kl03": sparse_drgrpo(beta=0.3, guided=True),
     # ... at 3x the rate: the guided runs' KL from the warm-start stays at 0.01-0.03 in 50 steps
-    "guided-lr3e-4": {**sparse_drgrpo(3e-4), "guidance": {"enabled": True}},
+    "guided-lr3e-4": sparse_drgrpo(3e-4, guided=True),
     "sparse-dapo-t07-dyn": {
+        "guidance": {"enabled": False},
         "reward_shape": "sparse",
         "grpo": {"learning_rate": 1e-4, "temperature": 0.7, "loss_type": "dapo", "scale_rewards": "group"},
         "dynamic_sampling": {"enabled": True, "max_refills": 4},
