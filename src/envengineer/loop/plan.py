@@ -212,10 +212,10 @@ CPU_RATES: dict[str, float] = {
 #: included), evaluation in batches of 64 (validation and benchmark answers pooled); the engineer is the
 #: embedded SmolLM2-135M. Measured from the demo's ledger with an empty cache (docs/loop.md, "The demo").
 SMALL_POLICY_CPU_RATES: dict[str, float] = {
-    "grpo_step": 4.6,
+    "grpo_step": 8.4,
     "sft_step": 0.39,
-    "eval_answer": 0.040,
-    "engineer_answer": 32.5,
+    "eval_answer": 0.071,
+    "engineer_answer": 31.2,
     "round_overhead": 5.0,
 }
 
