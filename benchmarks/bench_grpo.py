@@ -16,6 +16,8 @@ Four commands:
               Prints per set the warm and mean after rates and the mean paired gain with a 95 %
               bootstrap interval over seeds and boards (:func:`paired_gain`). ``--boards N`` trains on
               N boards cycled over the steps' prompts (several passes), 0 a fresh board per prompt.
+              ``--variant sft-same-boards`` is the supervised control: the same boards learnt from the
+              solver's plans (:data:`SFT_CONTROLS`).
 
 The held-out set is benchmark-shaped (``build_validation_set``: wait subsets 25/50/75 %, hole ratio
 uniform in [0, 0.5], seeds disjoint from the benchmark): two agents, sizes 3-8, ``--per-cell`` boards per

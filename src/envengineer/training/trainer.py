@@ -94,9 +94,7 @@ def _guided(base: type, guide: SolverGuide) -> type:
             if rows is None:
                 return completion_ids, logprobs
             if len(rows) != len(completion_ids):
-                raise RuntimeError(
-                    "solver guidance needs one completion per prompt row (no vLLM server mode)"
-                )
+                raise RuntimeError("solver guidance needs one completion per prompt row")
             replaced = guide.apply(rows, completion_ids, self.num_generations)
             for i in replaced if logprobs is not None else ():
                 # no sampler log-prob for the plan: TRL leaves NaN positions out of its sampling correction
