@@ -319,18 +319,25 @@ def variant_preset(name: str, steps: int, max_completion_length: int | None = No
     (``max_completion_length``: the preset's unless given, for a format with a longer scratchpad)."""
     from envengineer.training.presets import load_preset
 
-    preset = load_preset("grpo-small", "grpo").model_dump(mode="json")
-    overrides = VARIANTS.get(name, {})  # a supervised control draws the preset's boards
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(preset.get(key), dict):
-            preset[key] = {**preset[key], **value}
-        else:
-            preset[key] = value
+    # a supervised control draws the preset's boards
+    preset = overridden(load_preset("grpo-small", "grpo"), VARIANTS.get(name, {}))
     preset["grpo"].update(max_steps=steps, report_to="none", disable_tqdm=True, logging_steps=10)
     if max_completion_length:
         preset["max_completion_length"] = max_completion_length
     preset["probe"] = {**preset["probe"], "every": max(steps // 3, 1), "per_cell": 1}
     return preset
+
+
+def overridden(preset: Any, overrides: dict[str, Any]) -> dict[str, Any]:
+    """A preset as a mapping with ``overrides``: a section (a mapping) is updated key by key, any other
+    key replaced."""
+    merged = preset.model_dump(mode="json")
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
 
 
 def train_data(
@@ -415,11 +422,8 @@ def train_control(
     from envengineer.training.presets import load_preset
     from envengineer.training.sft import sft
 
-    preset = load_preset("sft-small", "sft").model_dump(mode="json")
-    overrides = SFT_CONTROLS[variant]
-    preset.update({k: v for k, v in overrides.items() if k != "sft"})
-    preset["sft"] = {**preset["sft"], **overrides["sft"], "per_device_train_batch_size": batch}
-    preset["sft"].update(report_to="none", disable_tqdm=True)
+    preset = overridden(load_preset("sft-small", "sft"), SFT_CONTROLS[variant])
+    preset["sft"].update(per_device_train_batch_size=batch, report_to="none", disable_tqdm=True)
     return sft(str(args.warm), instances, out_dir=out, preset=preset, seed=seed, max_steps=args.steps)
 
 

@@ -1,4 +1,5 @@
-"""The GRPO round's diagnostics (sampled stats per size, in-round probe, KL) and DAPO's dynamic sampling."""
+"""The GRPO round's diagnostics (sampled stats per size, in-round probe, KL), DAPO's dynamic sampling and
+solver guidance (unsolved groups get the solver's plan, in the policy's format, as their last member)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,15 @@ pytest.importorskip("trl")
 
 from envengineer.mapf.config import RoundConfig  # noqa: E402
 from envengineer.mapf.generator import generate_round  # noqa: E402
+from envengineer.mapf.instance import Instance  # noqa: E402
 from envengineer.mapf.policies import respond  # noqa: E402
 from envengineer.mapf.rewards import make_reward  # noqa: E402
+from envengineer.mapf.validator import validate  # noqa: E402
 from envengineer.models.small_policy import init_policy  # noqa: E402
+from envengineer.training.dataset import prompt_rows, target_response  # noqa: E402
 from envengineer.training.diagnostics import SampledStats  # noqa: E402
+from envengineer.training.grpo import load_tokenizer  # noqa: E402
+from envengineer.training.guidance import SolverGuide  # noqa: E402
 from envengineer.training.trainer import _gather_groups, _informative  # noqa: E402
 
 _CPU = {"use_cpu": True, "logging_steps": 1, "disable_tqdm": True, "report_to": "none", "save_strategy": "no"}
@@ -169,3 +175,75 @@ def test_the_probe_set_is_shaped_like_the_round_and_skipped_in_multi_process_rou
     assert not any(b.needs_wait for b in mixed if b.num_agents == 1)
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert _probe_set(preset, _boards(8), None) == []
+
+
+# -- solver guidance --------------------------------------------------------------------------------------
+
+
+def _guide(policy: Path, when: str = "failed", max_tokens: int = 512) -> SolverGuide:
+    tokenizer = load_tokenizer(str(policy))
+    return SolverGuide(
+        tokenizer,
+        target="solver_free",
+        when=when,
+        max_tokens=max_tokens,
+        eos_token_ids=[tokenizer.eos_token_id],
+        chat_template_kwargs={"enable_thinking": False},
+    )
+
+
+def test_the_plan_is_the_sft_target_in_the_policys_tokens_ending_with_its_end_of_turn(policy: Path) -> None:
+    guide = _guide(policy)
+    board = _boards(1, (3,))[0]
+    row = prompt_rows([board], style="compact")[0]
+    ids = guide.plan_ids(row)
+    assert ids[-1] == guide.tokenizer.eos_token_id and guide.tokenizer.eos_token_id not in ids[:-1]
+    text = guide.tokenizer.decode(ids, skip_special_tokens=True)
+    assert text.replace(" ", "") == target_response(board, "solver_free").replace(" ", "")
+    assert validate(board, text).optimal
+
+
+def test_only_groups_without_an_optimal_member_are_guided_and_long_plans_stay_out(policy: Path) -> None:
+    guide = _guide(policy)
+    rows = [r for r in prompt_rows(_boards(2, (3,)), style="compact") for _ in range(3)]  # groups of 3
+    junk = guide.tokenizer("<answer> A0: UP </answer>", add_special_tokens=False)["input_ids"]
+    solved = guide.plan_ids(rows[0])
+    completions = [list(junk), list(solved), list(junk), list(junk), list(junk), list(junk)]
+    assert guide.apply(rows, completions, group=3) == [5]  # the first group found the optimum itself
+    assert completions[:3] == [junk, solved, junk]
+    assert completions[5] == guide.plan_ids(rows[3]) and completions[3] == junk
+    assert (guide.guided, guide.groups) == (1, 2)
+
+    always = _guide(policy, when="always")
+    completions = [list(junk) for _ in rows]
+    assert always.apply(rows, completions, group=3) == [2, 5]
+
+    short = _guide(policy, when="always", max_tokens=len(solved) - 1)
+    completions = [list(junk) for _ in rows[:3]]
+    assert short.apply(rows[:3], completions, group=3) == []
+
+
+def test_a_guided_grpo_round_scores_the_solvers_plan_in_every_unsolved_group(
+    policy: Path, tmp_path: Path
+) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def record(completions: list, instance: list, **kwargs: object) -> list[float]:
+        seen.extend(
+            (c[-1]["content"] if isinstance(c, list) else c, i)
+            for c, i in zip(completions, instance, strict=True)
+        )
+        return [0.0] * len(completions)
+
+    metrics = _grpo(
+        policy, tmp_path, _boards(16, (3,)), [record],
+        max_completion_length=160, probe={"every": 0}, guidance={"enabled": True},
+    )  # fmt: skip
+    assert len(seen) == 16
+    verdicts = [validate(Instance.from_dict(json.loads(i)), text) for text, i in seen]
+    # an untrained policy solves nothing: each group's last member is the plan, and only it is optimal
+    assert [v.optimal for v in verdicts] == [False, False, False, True] * 4
+    logged = [e["guidance/groups_guided"] for e in metrics["log_history"] if "guidance/groups_guided" in e]
+    assert logged == [1.0, 1.0]  # the share of groups guided
+    sampled = metrics["sampled"]["3"]  # what the policy wrote: the plans are left out
+    assert (sampled["completions"], sampled["optimal"], sampled["groups"]) == (12, 0.0, 4)

@@ -127,7 +127,9 @@ def _instance_from_json(text: str) -> Instance:
     return Instance.from_dict(data, where="the 'instance' column")
 
 
-def _instance(value: Any) -> Instance:
+def instance_of(value: Any) -> Instance:
+    """The instance a row's ``instance`` column holds (``Instance.to_json()``, a mapping or an instance),
+    parsed once per distinct text; a clear ``InstanceFormatError`` for anything else."""
     if isinstance(value, Instance):
         return value
     if isinstance(value, str):
@@ -201,7 +203,7 @@ class RewardFunction:
             )
         judged = []
         for completion, value in zip(completions, instance, strict=True):
-            inst = _instance(value)
+            inst = instance_of(value)
             judged.append((inst, validate(inst, completion_text(completion))))
         return judged
 

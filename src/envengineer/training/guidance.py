@@ -15,12 +15,11 @@ the importance ratio is 1 and the plan's term is an advantage-weighted SFT term.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from envengineer.errors import ConfigError
-from envengineer.mapf.instance import Instance
+from envengineer.mapf.rewards import instance_of
 from envengineer.mapf.validator import validate
 
 
@@ -63,7 +62,7 @@ class SolverGuide:
         if key not in self._plans:
             from envengineer.training.dataset import target_response
 
-            instance = _board(key)
+            instance = instance_of(key)
             turn = [{"role": "assistant", "content": target_response(instance, self.target)}]
             render = self.tokenizer.apply_chat_template
             prompt = render(row["prompt"], tokenize=False, add_generation_prompt=True, **self.template_kwargs)
@@ -95,10 +94,6 @@ class SolverGuide:
         return replaced
 
     def _solved(self, row: dict[str, Any], completions: Sequence[list[int]]) -> bool:
-        instance = _board(row["instance"])
+        instance = instance_of(row["instance"])
         texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
         return any(validate(instance, text).optimal for text in texts)
-
-
-def _board(text: str) -> Instance:
-    return Instance.from_dict(json.loads(text), where="the 'instance' column")
