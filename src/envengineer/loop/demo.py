@@ -20,9 +20,10 @@ def demo_experiment(*, smollm2: bool = False) -> Experiment:
 
 
 #: The demo's settings (kept equal to ``experiments/cpu/demo.yaml`` by a test): the small-policy
-#: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``) at a smaller budget, so that it
-#: fits 15 minutes on 2 idle cores: 1,200 of the arm's 1,500 warm-start steps, a fifth of its GRPO steps,
-#: and a stratified fifth of the benchmark (10 of each cell's 50 instances, 630 in all).
+#: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``) at a smaller budget, aimed at
+#: 15 minutes on 2 idle cores (measured 17 min 44 s since ``grpo-small``'s solver guidance, docs/loop.md):
+#: 1,200 of the arm's 1,500 warm-start steps, a fifth of its GRPO steps, and a stratified fifth of the
+#: benchmark (10 of each cell's 50 instances, 630 in all).
 DEMO: dict[str, Any] = {
     "name": "cpu-demo",
     "description": "The small-policy loop on a CPU: a 1M-parameter policy is warm-started from scratch on "
