@@ -28,6 +28,12 @@ from envengineer.mapf.solver import cbs as solver_cbs
 OPEN3 = ("...", "...", "...")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_memo():
+    """Each test (and each strategy below, which clears it again) searches instead of reading the memo."""
+    solver_module._optimum_memo.cache_clear()
+
+
 # -- an independent oracle: brute force over joint positions ---------------------------------------------
 def _free(grid: Sequence[str], cell: Cell) -> bool:
     r, c = cell
@@ -162,6 +168,15 @@ def test_solve_instance_matches_solve():
     assert solve_instance(inst) == solve(inst.grid, inst.starts, inst.goals)
 
 
+def test_a_board_solved_again_is_read_from_the_memo():
+    grid, starts, goals = ("....", ".H..", "....", "..H."), [(0, 0), (0, 3)], [(0, 3), (0, 0)]
+    first = solve(grid, starts, goals)
+    again = solve(list(grid), [list(c) for c in starts], goals)  # same board, other sequence types
+    assert again == first and solver_module._optimum_memo.cache_info().hits == 1
+    assert solve(grid, starts, goals, time_limit=5.0) == first  # a timed call searches: same answer
+    assert solver_module._optimum_memo.cache_info().hits == 1
+
+
 # -- against the oracle -------------------------------------------------------------------------------
 # Tiny boards go to the joint search by default; "cbs" forces CBS (with merging and symmetry reasoning)
 # and the horizon searches for the makespan, "cbs-alone" forbids merging as well.
@@ -183,6 +198,7 @@ def test_matches_brute_force_on_random_small_boards(seed, monkeypatch):
         want = oracle_soc(grid, starts, goals)
         want_makespan = None if want is None else oracle_makespan(grid, starts, goals)
         for name, overrides in STRATEGIES.items():
+            solver_module._optimum_memo.cache_clear()
             with monkeypatch.context() as mp:
                 for attr, value in overrides.items():  # each setting is read where it is defined
                     owner = solver_cbs if hasattr(solver_cbs, attr) else solver_module

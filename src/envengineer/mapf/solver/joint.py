@@ -202,16 +202,18 @@ def _joint_makespan(prob: _Problem, budget: _Budget, lb: int, ub: int) -> int:
     goals = tuple(prob.goals)
     start_pos = tuple(prob.starts)
     start = (0, start_pos, start_pos)
-    seen: set[tuple] = set()
+    # the earliest time each state was expanded at: ties of f go to the deeper state (a dive), so a state
+    # can first be reached late, and being somewhere earlier is never worse (everybody may wait there)
+    seen: dict[tuple, int] = {}
     heap = [(max(lb, max(hs[a][start_pos[a]] for a in range(k))), 0, start)]
     push, pop = heapq.heappush, heapq.heappop
     while heap:
         f, negt, state = pop(heap)
         if f >= ub:
             return ub
-        if state in seen:
+        if seen.get(state, _INF) <= -negt:
             continue
-        seen.add(state)
+        seen[state] = -negt
         a, cur, old = state
         if a == 0 and cur == goals:
             return -negt
@@ -235,6 +237,6 @@ def _joint_makespan(prob: _Problem, budget: _Budget, lb: int, ub: int) -> int:
                     max(hs[b][ncur[b]] for b in range(a + 1)),
                     max(hs[b][ncur[b]] for b in range(a + 1, k)) - 1,
                 )
-            if nstate not in seen:
+            if seen.get(nstate, _INF) > t:
                 push(heap, (max(t + hv, f), -t, nstate))
     return ub
