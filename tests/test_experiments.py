@@ -118,6 +118,7 @@ def test_demo_files_match_the_demo_command() -> None:
         "evaluation": arm.evaluation.model_copy(
             update={"benchmark_per_cell": demo.evaluation.benchmark_per_cell}
         ),
+        "validation": arm.validation.model_copy(update={"per_cell": demo.validation.per_cell}),
     }
     assert demo.model_copy(update={"name": arm.name, "description": arm.description}) == arm.model_copy(
         update=budget
@@ -127,6 +128,7 @@ def test_demo_files_match_the_demo_command() -> None:
     assert demo.warm_start.samples < arm.warm_start.samples
     assert demo.warm_start.max_steps < arm.warm_start.max_steps
     assert arm.evaluation.benchmark_per_cell is None and demo.evaluation.benchmark_per_cell < 50
+    assert demo.validation.per_cell < arm.validation.per_cell
 
 
 def test_context_variants_match_the_engineer() -> None:

@@ -404,12 +404,12 @@ def test_cpu_time_estimate_of_the_small_policy_demo() -> None:
 
     r = SMALL_POLICY_CPU_RATES
     p = plan(demo_experiment())
-    # 1,200 SFT steps, 3 x 10 GRPO steps, (1 + 3) x 576 validation answers (the start's too) + 630
+    # 1,200 SFT steps, 3 x 6 GRPO steps, (1 + 3) x 288 validation answers (the start's too) + 630
     # benchmark answers, 2 engineer answers
     want = (
         1200 * r["sft_step"]
-        + 30 * r["grpo_step"]
-        + (4 * 576 + 630) * r["eval_answer"]
+        + 18 * r["grpo_step"]
+        + (4 * 288 + 630) * r["eval_answer"]
         + 2 * r["engineer_answer"]
         + 3 * r["round_overhead"]
     )

@@ -21,9 +21,9 @@ def demo_experiment(*, smollm2: bool = False) -> Experiment:
 
 #: The demo's settings (kept equal to ``experiments/cpu/demo.yaml`` by a test): the small-policy
 #: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``) at a smaller budget, aimed at
-#: 15 minutes on 2 idle cores (measured 17 min 44 s since ``grpo-small``'s solver guidance, docs/loop.md):
-#: 1,200 of the arm's 1,500 warm-start steps, a fifth of its GRPO steps, and a stratified fifth of the
-#: benchmark (10 of each cell's 50 instances, 630 in all).
+#: 15 minutes on 2 idle cores (docs/loop.md has the measured times, which depend on the machine): 1,200 of
+#: the arm's 1,500 warm-start steps, 6 of its 50 GRPO steps a round, half its validation boards, and a
+#: stratified fifth of the benchmark (10 of each cell's 50 instances, 630 in all).
 DEMO: dict[str, Any] = {
     "name": "cpu-demo",
     "description": "The small-policy loop on a CPU: a 1M-parameter policy is warm-started from scratch on "
@@ -31,10 +31,10 @@ DEMO: dict[str, Any] = {
     "reads its validation failures and writes the next round's configuration (context V6 + L, trust region).",
     "model": "policy:tiny",
     "rounds": 3,
-    "samples_per_round": 80,
+    "samples_per_round": 48,
     "epochs_per_round": 1,
     "num_agents": 2,
-    "training": {"preset": "grpo-small", "max_steps": 10},
+    "training": {"preset": "grpo-small", "max_steps": 6},
     "warm_start": {
         "enabled": True,
         "preset": "sft-small",
@@ -47,7 +47,7 @@ DEMO: dict[str, Any] = {
         "seed": 0,
         "cache": True,
     },
-    "validation": {"per_cell": 16, "seed": 1, "agents": [2, 3], "min_size": 3, "max_size": 8, "start": True},
+    "validation": {"per_cell": 8, "seed": 1, "agents": [2, 3], "min_size": 3, "max_size": 8, "start": True},
     "evaluation": {
         "backend": "hf",
         "batch_size": 64,

@@ -210,7 +210,8 @@ CPU_RATES: dict[str, float] = {
 #: The same for the tiny small policy (``policy:tiny``, format ``free-moves``) with ``grpo-small`` (8 x 8
 #: completions per step, the in-round probes included) and ``sft-small`` (batch 32, building its dataset
 #: included), evaluation in batches of 64 (validation and benchmark answers pooled); the engineer is the
-#: embedded SmolLM2-135M. Measured from the demo's ledger with an empty cache (docs/loop.md, "The demo").
+#: embedded SmolLM2-135M. Measured from the demo's ledger with an empty cache, on the machine of earlier
+#: sessions; a slower one takes longer (docs/loop.md, "The demo").
 SMALL_POLICY_CPU_RATES: dict[str, float] = {
     "grpo_step": 8.4,
     "sft_step": 0.39,
