@@ -54,6 +54,38 @@ def test_generation_is_deterministic_in_the_seed(round_a):
     assert {i.board_hash() for i in other} != {i.board_hash() for i in round_a}
 
 
+def test_worker_processes_give_the_same_round_and_fill_the_memo(round_a, monkeypatch):
+    from envengineer.mapf import solver
+
+    solver.MEMO.clear()
+    parallel = generate_round(CONFIG, seed=11, workers=2)
+    assert [i.to_json() for i in parallel] == [i.to_json() for i in round_a]
+    # the workers' solutions came back: the parent solves none of the round's boards
+    monkeypatch.setattr(solver, "_optimum", lambda *a: pytest.fail("a board was solved again"))
+    for inst in parallel:
+        sol = solver.solve_instance(inst)
+        assert (sol.soc, sol.makespan) == (inst.optimal_soc, inst.optimal_makespan)
+    assert solver.MEMO.hits == len(parallel)
+
+
+def test_work_in_processes_comes_back_in_order_and_errors_surface():
+    from envengineer.mapf.generator import in_workers
+
+    assert list(in_workers(int, ["1", "22", "3"], 2, [1, 5, 2])) == [1, 22, 3]
+    with pytest.raises(ValueError, match="invalid literal"):
+        list(in_workers(int, ["1", "x", "3"], 2, [1, 1, 1]))
+
+
+def test_rounds_use_the_thread_allowance_for_workers(monkeypatch):
+    from envengineer.mapf.generator import PARALLEL_FROM, round_workers
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a lane
+    assert round_workers(PARALLEL_FROM, 8) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert round_workers(PARALLEL_FROM, 8) == 2 and round_workers(PARALLEL_FROM, 1) == 1
+    assert round_workers(PARALLEL_FROM - 1, 8) == 1  # too small to pay for a process
+
+
 def test_an_instance_regenerates_alone_from_its_seed(round_a):
     inst = round_a[7]
     target = Target(inst.num_agents, inst.size, CONFIG.sizes[inst.size].hole_ratio, bool(inst.needs_wait))

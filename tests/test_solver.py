@@ -31,7 +31,7 @@ OPEN3 = ("...", "...", "...")
 @pytest.fixture(autouse=True)
 def _fresh_memo():
     """Each test (and each strategy below, which clears it again) searches instead of reading the memo."""
-    solver_module._optimum_memo.cache_clear()
+    solver_module.MEMO.clear()
 
 
 # -- an independent oracle: brute force over joint positions ---------------------------------------------
@@ -172,9 +172,29 @@ def test_a_board_solved_again_is_read_from_the_memo():
     grid, starts, goals = ("....", ".H..", "....", "..H."), [(0, 0), (0, 3)], [(0, 3), (0, 0)]
     first = solve(grid, starts, goals)
     again = solve(list(grid), [list(c) for c in starts], goals)  # same board, other sequence types
-    assert again == first and solver_module._optimum_memo.cache_info().hits == 1
+    assert again == first and solver_module.MEMO.hits == 1
     assert solve(grid, starts, goals, time_limit=5.0) == first  # a timed call searches: same answer
-    assert solver_module._optimum_memo.cache_info().hits == 1
+    assert solver_module.MEMO.hits == 1
+
+
+def test_the_memo_keeps_its_most_recent_answers(monkeypatch):
+    monkeypatch.setattr(solver_module.MEMO, "size", 2)
+    boards = [(OPEN3, [(0, c)], [(2, c)]) for c in range(3)]
+    for board in boards:
+        solve(*board)
+    assert len(solver_module.MEMO) == 2
+    solve(*boards[0])  # pushed out by the third board
+    assert solver_module.MEMO.hits == 0
+    solve(*boards[2])
+    assert solver_module.MEMO.hits == 1
+
+
+def test_a_remembered_solution_is_what_solve_returns():
+    inst = Instance("x", ("....", ".H..", "....", "..H."), ((0, 0), (0, 3)), ((0, 3), (0, 0)))
+    sol = solve_instance(inst)
+    solver_module.MEMO.clear()
+    solver_module.remember(inst, sol)
+    assert solve_instance(inst) == sol and solver_module.MEMO.hits == 1
 
 
 # -- against the oracle -------------------------------------------------------------------------------
@@ -198,7 +218,7 @@ def test_matches_brute_force_on_random_small_boards(seed, monkeypatch):
         want = oracle_soc(grid, starts, goals)
         want_makespan = None if want is None else oracle_makespan(grid, starts, goals)
         for name, overrides in STRATEGIES.items():
-            solver_module._optimum_memo.cache_clear()
+            solver_module.MEMO.clear()
             with monkeypatch.context() as mp:
                 for attr, value in overrides.items():  # each setting is read where it is defined
                     owner = solver_cbs if hasattr(solver_cbs, attr) else solver_module

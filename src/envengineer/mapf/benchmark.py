@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from envengineer.errors import InstanceFormatError
-from envengineer.mapf.generator import counts_for, generate_cell
+from envengineer.mapf.generator import counts_for, generate_cell, in_workers
 from envengineer.mapf.instance import Instance, load_instances
 
 log = logging.getLogger(__name__)
@@ -96,13 +95,9 @@ def build_set(
     job = partial(_build_cell, seed=seed, split=split, per_cell=per_cell, exclude=frozenset(exclude))
     workers = workers if workers is not None else min(2, len(todo))
     if workers <= 1:
-        results = map(job, todo)
+        results: Iterable[list[Instance]] = map(job, todo)
     else:
-        pool = ProcessPoolExecutor(max_workers=workers)
-        # Large cells first keeps both workers busy to the end; results are re-ordered below.
-        order = sorted(range(len(todo)), key=lambda i: -todo[i][0] * todo[i][1])
-        futures = {i: pool.submit(job, todo[i]) for i in order}
-        results = (futures[i].result() for i in range(len(todo)))
+        results = in_workers(job, todo, workers, [k * n for k, n in todo])
     out: list[Instance] = []
     bar = None
     if progress:
@@ -115,8 +110,6 @@ def build_set(
             bar.update(1)
     if bar is not None:
         bar.close()
-    if workers > 1:
-        pool.shutdown()
     return out
 
 

@@ -18,17 +18,23 @@ How a board is drawn (decisions the spec leaves open, also in ``docs/testbed.md`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from envengineer.errors import GenerationError, InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.config import RoundConfig, largest_remainder
 from envengineer.mapf.instance import FROZEN, HOLE, Cell, Instance
-from envengineer.mapf.solver import MAX_BOARD_SIZE, check_limits, solve
+from envengineer.mapf.solver import MAX_BOARD_SIZE, Solution, check_limits, remember, solve
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: Split codes that enter every seed tuple: sets of different splits never share a random stream.
 SPLITS: dict[str, int] = {"train": 0, "validation": 1, "benchmark": 2, "custom": 3}
@@ -132,7 +138,7 @@ def generate_instance(
             continue
         grid, starts, goals = board
         try:
-            sol = solve(grid, starts, goals)
+            sol = solve(grid, starts, goals, memo=False)  # most draws are rejected: memoize the kept ones
         except (UnsolvableInstance, SolverBudgetExceeded):
             continue
         if (sol.soc > sol.shortest_sum) != target.needs_wait:
@@ -150,6 +156,7 @@ def generate_instance(
         )
         if inst.board_hash() in excluded:
             continue
+        remember(inst, sol)
         return inst
     kind = "needing a wait" if target.needs_wait else "without a wait"
     raise GenerationError(
@@ -216,20 +223,21 @@ def generate_round(
     split: str = "train",
     exclude: Iterable[str] = frozenset(),
     progress: bool = False,
+    workers: int | None = None,
 ) -> list[Instance]:
     """All instances of a training round: exact counts per size and per needs-wait (SPEC §3), shuffled.
 
     Instances may repeat within a round (small boards have few distinct layouts) but never have a hash
-    in ``exclude`` (the validation and benchmark sets).
+    in ``exclude`` (the validation and benchmark sets). Sizes are generated in ``workers`` processes
+    (default :func:`round_workers`); the result does not depend on it, and the workers' solutions go into
+    the solver's memo, so the round's supervised targets are not solved a second time.
     """
     for size in config.sizes:
         check_fit(size, config.num_agents)  # before any board is drawn, so no size waits on another
     alloc = config.allocation()
     excluded = frozenset(exclude)
-    bar = _progress(sum(c for c, _ in alloc.values()), progress, f"generating {split}")
-    instances: list[Instance] = []
-    for size, (count, wait_count) in alloc.items():
-        cell = generate_cell(
+    jobs = [
+        dict(
             num_agents=config.num_agents,
             size=size,
             count=count,
@@ -240,6 +248,18 @@ def generate_round(
             exclude=excluded,
             unique=False,
         )
+        for size, (count, wait_count) in alloc.items()
+        if count
+    ]
+    workers = round_workers(config.num_samples, len(jobs)) if workers is None else workers
+    bar = _progress(sum(c for c, _ in alloc.values()), progress, f"generating {split}")
+    instances: list[Instance] = []
+    if workers <= 1:
+        cells: Iterable[list[Instance]] = (generate_cell(**job) for job in jobs)
+    else:
+        weights = [job["count"] * job["size"] ** 2 for job in jobs]
+        cells = (_remembered(*x) for x in in_workers(_solved_cell, jobs, workers, weights))
+    for cell in cells:
         instances.extend(cell)
         if bar is not None:
             bar.update(len(cell))
@@ -249,6 +269,54 @@ def generate_round(
         len(instances)
     )
     return [instances[i] for i in order.tolist()]
+
+
+#: A round this small is generated in this process: a worker process costs more than its share saves.
+PARALLEL_FROM = 1_000
+
+
+def round_workers(num_samples: int, cells: int) -> int:
+    """Processes for a round: one per size up to this process's thread allowance (``OMP_NUM_THREADS``,
+    which lanes set to 1, else the cores it may use), and one for rounds under :data:`PARALLEL_FROM`."""
+    if num_samples < PARALLEL_FROM:
+        return 1
+    allowance = os.environ.get("OMP_NUM_THREADS", "")
+    if allowance.isdigit() and int(allowance) > 0:
+        cores = int(allowance)
+    else:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            cores = os.cpu_count() or 1
+    return max(1, min(cells, cores))
+
+
+def in_workers(
+    fn: Callable[[T], R], jobs: Sequence[T], workers: int, weights: Sequence[float]
+) -> Iterator[R]:
+    """``fn`` of each job in ``workers`` processes, yielded in the jobs' order. The heaviest jobs start
+    first, which keeps every worker busy to the end; an error cancels the jobs not yet started."""
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        order = sorted(range(len(jobs)), key=lambda i: -weights[i])
+        futures = {i: pool.submit(fn, jobs[i]) for i in order}
+        try:
+            for i in range(len(jobs)):
+                yield futures[i].result()
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+
+
+def _solved_cell(job: dict) -> tuple[list[Instance], list[Solution]]:
+    """A worker's cell with the solutions its memo holds for the cell's instances."""
+    cell = generate_cell(**job)
+    return cell, [solve(inst.grid, inst.starts, inst.goals) for inst in cell]
+
+
+def _remembered(cell: list[Instance], solutions: list[Solution]) -> list[Instance]:
+    for inst, sol in zip(cell, solutions, strict=True):
+        remember(inst, sol)
+    return cell
 
 
 def counts_for(count: int, wait_ratio: float) -> int:

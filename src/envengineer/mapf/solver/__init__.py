@@ -42,8 +42,9 @@ its symmetry reasoning. This package holds the entry points :func:`solve` and :f
 
 from __future__ import annotations
 
-import functools
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,12 +71,14 @@ __all__ = [
     "JOINT_STATE_COST",
     "MAX_AGENTS",
     "MAX_BOARD_SIZE",
+    "MEMO",
     "MERGE_AFTER",
     "MERGE_SPACE",
     "Solution",
     "check_limits",
     "distance_map",
     "paths_to_actions",
+    "remember",
     "shortest_path_lengths",
     "solve",
     "solve_instance",
@@ -138,6 +141,7 @@ def solve(
     *,
     node_budget: int = DEFAULT_NODE_BUDGET,
     time_limit: float | None = None,
+    memo: bool = True,
 ) -> Solution:
     """Optimal sum of costs, optimal makespan and an SoC-optimal plan of one board.
 
@@ -150,6 +154,8 @@ def solve(
             5-agent boards in about 0.1 s each.
         time_limit: Wall-clock seconds after which the call gives up (``SolverBudgetExceeded``), whatever
             budget is left; ``None`` (the default) keeps the answer independent of the machine.
+        memo: Read and fill :data:`MEMO` (calls without a time limit only); the generator turns it off
+            for its draws and remembers only the boards it keeps.
 
     Returns:
         The :class:`Solution`.
@@ -177,10 +183,32 @@ def solve(
         raise InstanceFormatError(
             "two agents share a start or a goal cell; starts and goals must be distinct"
         )
-    if time_limit is None:  # a machine-independent answer: memoized
-        settled = _optimum_memo(tuple(grid), tuple(s_ids), tuple(g_ids), node_budget, None)
-    else:
-        settled = _optimum(grid, s_ids, g_ids, node_budget, time_limit)
+    if time_limit is not None or not memo:  # a timed answer may depend on the machine: never memoized
+        return _solution(_optimum(grid, s_ids, g_ids, node_budget, time_limit), n)
+    key = (tuple(grid), tuple(s_ids), tuple(g_ids), node_budget)
+    settled = MEMO.get(key)
+    if settled is None:
+        settled = _optimum(grid, s_ids, g_ids, node_budget, None)
+        MEMO.put(key, settled)
+    return _solution(settled, n)
+
+
+def remember(inst: Instance, solution: Solution, *, node_budget: int = DEFAULT_NODE_BUDGET) -> None:
+    """Put a solution found elsewhere (another process) into :data:`MEMO`, as :func:`solve` would have
+    with ``node_budget``: a round generated in worker processes then needs no second solve for its
+    supervised targets. The caller vouches that ``solution`` is the solver's answer to ``inst``."""
+    n = len(inst.grid)
+    cells = tuple(tuple(r * n + c for r, c in path) for path in solution.paths)
+    key = (
+        tuple(inst.grid),
+        tuple(r * n + c for r, c in inst.starts),
+        tuple(r * n + c for r, c in inst.goals),
+        node_budget,
+    )
+    MEMO.put(key, (solution.soc, solution.makespan, solution.shortest_sum, cells))
+
+
+def _solution(settled: tuple[int, int, int, tuple[tuple[int, ...], ...]], n: int) -> Solution:
     soc, makespan, shortest_sum, cells = settled
     paths = tuple(tuple(divmod(c, n) for c in p) for p in cells)
     return Solution(soc=soc, makespan=makespan, shortest_sum=shortest_sum, paths=paths)
@@ -228,10 +256,43 @@ def _optimum(
     return soc, makespan, sum(shortest), cells
 
 
+class _Memo:
+    """The last ``size`` answers of :func:`solve` without a time limit, least recently used out first."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.hits = 0
+        self._data: OrderedDict[tuple, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> tuple | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+                self.hits += 1
+            return value
+
+    def put(self, key: tuple, value: tuple) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            if len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
 #: :func:`solve` remembers its last answers without a time limit (about 0.6 KB each on warm-start boards,
-#: 40 MB when full): the supervised targets of a freshly generated round then reuse the generator's
-#: solutions instead of solving every board a second time.
-_optimum_memo = functools.lru_cache(maxsize=65_536)(_optimum)
+#: 40 MB when full): the supervised targets of a freshly generated round and solver guidance then reuse
+#: the generator's solutions instead of solving every board a second time.
+MEMO = _Memo(65_536)
 
 
 def check_limits(size: int, num_agents: int, *, where: str = "board") -> None:
