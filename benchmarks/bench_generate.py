@@ -39,19 +39,15 @@ def bench_warm_start(workers: int) -> None:
     """Boards of the demo's warm-start settings, a round per agent count as its stage draws them, then their
     SFT targets."""
     from envengineer.loop.demo import demo_experiment
-    from envengineer.mapf.config import RoundConfig
+    from envengineer.loop.stages.warm_start import round_configs
     from envengineer.mapf.generator import generate_round
     from envengineer.mapf.solver import MEMO
     from envengineer.training.dataset import target_response
 
-    ws = demo_experiment().warm_start
-    knobs = {"data_ratio": 1.0, "hole_ratio": ws.hole_ratio, "wait_ratio": ws.wait_ratio}
+    demo = demo_experiment()
     t0 = time.perf_counter()
     instances = []
-    for k, count in enumerate(ws.agents):
-        share = ws.samples // len(ws.agents) + (k < ws.samples % len(ws.agents))
-        sizes = {n: knobs for n in ws.sizes if n >= count}
-        config = RoundConfig.model_validate({"sizes": sizes, "num_agents": count, "num_samples": share})
+    for k, config in enumerate(round_configs(demo.warm_start, (), demo.num_agents)):
         instances += generate_round(config, 1_000 + k, workers=workers)
     t1 = time.perf_counter()
     for inst in instances:

@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 #: The layers, lowest first. A module may import its own layer and the ones below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("envengineer", "envengineer.errors", "envengineer.argtypes"),
+    ("envengineer", "envengineer.errors", "envengineer.argtypes", "envengineer.machine"),
     ("envengineer.sanitize", "envengineer.yamlio"),
     ("envengineer.mapf",),
     ("envengineer.models",),

@@ -27,6 +27,7 @@ from typing import TypeVar
 import numpy as np
 
 from envengineer.errors import GenerationError, InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
+from envengineer.machine import usable_cpus
 from envengineer.mapf.config import RoundConfig, largest_remainder
 from envengineer.mapf.instance import FROZEN, HOLE, Cell, Instance
 from envengineer.mapf.solver import MAX_BOARD_SIZE, Solution, check_limits, remember, solve
@@ -281,13 +282,7 @@ def round_workers(num_samples: int, cells: int) -> int:
     if num_samples < PARALLEL_FROM:
         return 1
     allowance = os.environ.get("OMP_NUM_THREADS", "")
-    if allowance.isdigit() and int(allowance) > 0:
-        cores = int(allowance)
-    else:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            cores = os.cpu_count() or 1
+    cores = int(allowance) if allowance.isdigit() and int(allowance) > 0 else usable_cpus()
     return max(1, min(cells, cores))
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from envengineer.errors import ConfigError, EnvEngineerError
+from envengineer.machine import usable_cpus
 from envengineer.sweep.tasks import SweepTask
 
 LOCK = ".sweep.lock"
@@ -227,14 +228,6 @@ class SequentialExecutor:
             monitor.finished(result)
             results.append(result)
         return results
-
-
-def usable_cpus() -> int:
-    """The cores this process may run on (``taskset`` and cpusets count; CPU quotas do not)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def parse_lanes(text: str | None) -> int | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from envengineer.integrations.trackers import preset_with_report_to
 from envengineer.loop.components import release_shared_backend
-from envengineer.loop.experiment import Experiment
+from envengineer.loop.experiment import Experiment, WarmStartSettings
 from envengineer.loop.records import manifest_row, train_record
 from envengineer.loop.rundir import atomic_write_json, atomic_write_jsonl, atomic_write_text, read_json
 from envengineer.loop.seeds import round_seed
@@ -61,33 +61,41 @@ def data(loop: Loop, d: Path) -> list[Instance]:
     ``config.aN.yaml``) and ``manifest.jsonl``."""
     ws = loop.exp.warm_start
     data_seed = loop.exp.seeds.data if ws.seed is None else ws.seed
-    agents = ws.agents or (loop.exp.num_agents,)
+    configs = round_configs(ws, loop.space.sizes, loop.exp.num_agents)
     instances: list[Instance] = []
-    for k, count in enumerate(agents):
-        share = ws.samples // len(agents) + (k < ws.samples % len(agents))
-        sizes = [n for n in (ws.sizes or loop.space.sizes) if n >= count]  # the benchmark's rule
-        knobs = {"data_ratio": 1.0, "hole_ratio": ws.hole_ratio, "wait_ratio": ws.wait_ratio}
-        config = RoundConfig.model_validate(
-            {
-                "sizes": {n: knobs for n in sizes},
-                "num_agents": count,
-                "num_samples": share,
-            }
-        )  # fmt: skip
+    for k, config in enumerate(configs):
         instances += loop.comps.generator(
             config, round_seed(data_seed, "warm_start", k), split="train", exclude=loop.exclude,
             progress=loop.progress,
         )  # fmt: skip
-        atomic_write_text(d / ("config.yaml" if k == 0 else f"config.a{count}.yaml"), config.to_yaml())
-    if len(agents) > 1:
+        name = "config.yaml" if k == 0 else f"config.a{config.num_agents}.yaml"
+        atomic_write_text(d / name, config.to_yaml())
+    if len(configs) > 1:
         import numpy as np
 
-        order = np.random.default_rng(round_seed(data_seed, "warm_start", len(agents))).permutation(
+        order = np.random.default_rng(round_seed(data_seed, "warm_start", len(configs))).permutation(
             len(instances)
         )
         instances = [instances[i] for i in order]
     atomic_write_jsonl(d / "manifest.jsonl", (manifest_row(i) for i in instances))
     return instances
+
+
+def round_configs(ws: WarmStartSettings, sizes: Sequence[int], num_agents: int) -> list[RoundConfig]:
+    """The warm-start's round per agent count (``ws.agents``, else the experiment's ``num_agents``):
+    equal shares of ``ws.samples``, every size of ``ws.sizes`` (else ``sizes``) that fits the count."""
+    agents = ws.agents or (num_agents,)
+    knobs = {"data_ratio": 1.0, "hole_ratio": ws.hole_ratio, "wait_ratio": ws.wait_ratio}
+    configs = []
+    for k, count in enumerate(agents):
+        share = ws.samples // len(agents) + (k < ws.samples % len(agents))
+        fitting = [n for n in (ws.sizes or sizes) if n >= count]  # the benchmark's rule
+        configs.append(
+            RoundConfig.model_validate(
+                {"sizes": {n: knobs for n in fitting}, "num_agents": count, "num_samples": share}
+            )
+        )
+    return configs
 
 
 def cache_dir(exp: Experiment, instances: Sequence[Instance]) -> Path:

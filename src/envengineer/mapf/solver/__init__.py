@@ -185,7 +185,7 @@ def solve(
         )
     if time_limit is not None or not memo:  # a timed answer may depend on the machine: never memoized
         return _solution(_optimum(grid, s_ids, g_ids, node_budget, time_limit), n)
-    key = (tuple(grid), tuple(s_ids), tuple(g_ids), node_budget)
+    key = _memo_key(grid, s_ids, g_ids, node_budget)
     settled = MEMO.get(key)
     if settled is None:
         settled = _optimum(grid, s_ids, g_ids, node_budget, None)
@@ -198,14 +198,13 @@ def remember(inst: Instance, solution: Solution, *, node_budget: int = DEFAULT_N
     with ``node_budget``: a round generated in worker processes then needs no second solve for its
     supervised targets. The caller vouches that ``solution`` is the solver's answer to ``inst``."""
     n = len(inst.grid)
-    cells = tuple(tuple(r * n + c for r, c in path) for path in solution.paths)
-    key = (
-        tuple(inst.grid),
-        tuple(r * n + c for r, c in inst.starts),
-        tuple(r * n + c for r, c in inst.goals),
-        node_budget,
-    )
-    MEMO.put(key, (solution.soc, solution.makespan, solution.shortest_sum, cells))
+    ids = [[r * n + c for r, c in cells] for cells in (inst.starts, inst.goals, *solution.paths)]
+    key = _memo_key(inst.grid, ids[0], ids[1], node_budget)
+    MEMO.put(key, (solution.soc, solution.makespan, solution.shortest_sum, tuple(map(tuple, ids[2:]))))
+
+
+def _memo_key(grid: Sequence[str], s_ids: Sequence[int], g_ids: Sequence[int], node_budget: int) -> tuple:
+    return (tuple(grid), tuple(s_ids), tuple(g_ids), node_budget)
 
 
 def _solution(settled: tuple[int, int, int, tuple[tuple[int, ...], ...]], n: int) -> Solution:
