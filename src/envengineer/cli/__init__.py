@@ -32,6 +32,7 @@ _MODULES = (
     "envengineer.cli.testbed",
     "envengineer.cli.eval",
     "envengineer.cli.train",
+    "envengineer.cli.teach",
     "envengineer.cli.policy",
     "envengineer.cli.loop",
     "envengineer.cli.integrations",

@@ -159,7 +159,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.instances is not None:  # the caller's own data: only --exclude files are held out of it
         instances = drop_held_out(
-            _solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
+            solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
         )
         require_train_deps()
         result = train_round(
@@ -202,7 +202,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
     if args.instances is not None:  # the caller's own data: only --exclude files are held out of it
         instances = drop_held_out(
-            _solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
+            solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
         )
         require_train_deps()
         result = sft(
@@ -235,7 +235,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     return 0
 
 
-def _solved_instances(path: Path) -> list:
+def solved_instances(path: Path) -> list:
     from envengineer.errors import InstanceFormatError
     from envengineer.mapf.instance import load_instances
 

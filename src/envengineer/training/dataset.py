@@ -126,15 +126,34 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     A1 (1,1) up down left right RIGHT (1,2)
     <BLANKLINE>
     """
-    from envengineer.mapf.instance import agent_name
-    from envengineer.mapf.solver import paths_to_actions, solve_instance
-    from envengineer.mapf.validator import format_answer
+    from envengineer.mapf.solver import solve_instance
 
     if target not in SFT_TARGETS:
         raise ConfigError(f"unknown SFT target {target!r}; use one of {list(SFT_TARGETS)}")
     paths = solve_instance(instance).paths
     if target not in ("solver", "solver_path"):
         paths = wait_instead_of_detours(instance, paths)
+    return plan_response(instance, paths, target)
+
+
+def plan_response(instance: Instance, paths: Sequence[Sequence[tuple[int, int]]], target: str) -> str:
+    """The response that ``target`` spells (:func:`target_response`) for a given plan: each agent's cells
+    from ``t = 0`` (it stays on its last cell afterwards). The solver's teacher writes its completions of a
+    policy's own answers with it (:mod:`envengineer.training.teach`).
+
+    >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
+    >>> print(plan_response(inst, [[(1, 0), (1, 1)], [(1, 1), (1, 2)]], "solver_moves").split("</think>")[0])
+    <think>
+    A0 (1,0) RIGHT (1,1)
+    A1 (1,1) RIGHT (1,2)
+    <BLANKLINE>
+    """
+    from envengineer.mapf.instance import agent_name
+    from envengineer.mapf.solver import paths_to_actions
+    from envengineer.mapf.validator import format_answer
+
+    if target not in SFT_TARGETS:
+        raise ConfigError(f"unknown SFT target {target!r}; use one of {list(SFT_TARGETS)}")
     plan = paths_to_actions(paths)
     answer = format_answer(plan)
     if target == "solver":

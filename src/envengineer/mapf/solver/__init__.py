@@ -61,7 +61,7 @@ from envengineer.mapf.solver.grid import (
     shortest_path_lengths,
 )
 from envengineer.mapf.solver.joint import JOINT_STATE_COST, _joint_makespan, _plan_group
-from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _OutOfBudget, _Problem, _space
+from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _Cons, _OutOfBudget, _Problem, _space
 
 __all__ = [
     "CBS_NODE_COST",
@@ -330,12 +330,16 @@ def _merged(groups: list[tuple[int, ...]], pair: tuple[int, int]) -> list[tuple[
 
 
 def _search(
-    prob: _Problem, budget: _Budget, horizon: int | None, groups: list[tuple[int, ...]]
+    prob: _Problem,
+    budget: _Budget,
+    horizon: int | None,
+    groups: list[tuple[int, ...]],
+    root_cons: Sequence[_Cons] | None = None,
 ) -> tuple[_Node | None, list[tuple[int, ...]]]:
     """CBS with merge-and-restart; returns the node (``None``: no plan) and the final groups."""
     while True:
         try:
-            return _cbs(prob, budget, horizon, groups, MERGE_AFTER), groups
+            return _cbs(prob, budget, horizon, groups, MERGE_AFTER, root_cons), groups
         except _Merge as exc:
             groups = _merged(groups, exc.pair)
             logger.debug("merging agents %s", groups[-1])

@@ -174,11 +174,20 @@ def _bar(cons: _Cons, cell: int, t: int) -> _Cons:
 
 
 def _cbs(
-    prob: _Problem, budget: _Budget, horizon: int | None, groups: Sequence[Sequence[int]], merge_after: int
+    prob: _Problem,
+    budget: _Budget,
+    horizon: int | None,
+    groups: Sequence[Sequence[int]],
+    merge_after: int,
+    root_cons: Sequence[_Cons] | None = None,
 ) -> _Node | None:
     """CBS over groups of agents (merged groups plan jointly). Without ``horizon``: the SoC-optimal node.
     With it: a conflict-free node whose paths all end by ``horizon``, or ``None`` when there is none.
-    Raises ``_Merge`` when two groups have been split on more than ``merge_after`` times."""
+    Raises ``_Merge`` when two groups have been split on more than ``merge_after`` times.
+
+    ``root_cons`` (one per agent) are constraints every plan must keep from the root on: the teacher's
+    paths written before (:mod:`~envengineer.mapf.solver.teacher`). Every split stays complete under
+    them, since each split holds for every conflict-free plan and a constrained plan is one of those."""
     k, nc = prob.k, prob.nc
     feas = horizon is not None
     hz = horizon if feas else _INF
@@ -209,7 +218,7 @@ def _cbs(
             paths[a] = p
         return True
 
-    cons0 = [_NO_CONS] * k
+    cons0 = list(root_cons) if root_cons is not None else [_NO_CONS] * k
     paths: list = [None] * k
     for gi in range(len(groups)):
         if not replan(gi, cons0, paths):

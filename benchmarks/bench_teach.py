@@ -1,0 +1,264 @@
+"""The solver teaching the policy on its own answers, against more of the solver's plans, at equal minutes.
+
+Starts from a warm-started checkpoint (``bench_warm_start.py --out DIR`` leaves it in ``DIR/sft/checkpoint``)
+and continues it for ``--minutes`` with one learner:
+
+* ``teach``: :mod:`envengineer.training.teach` (roll in with the policy, the exact teacher labels its
+  answers from their first mistake on, learn);
+* ``sft``: the supervised control, more of the solver's plans on fresh boards through ``sft()`` at the same
+  learning rate, minutes and batch size;
+* ``none``: no training (the checkpoint's own figures, measured the same way).
+
+Then it answers the held-out sets of ``bench_warm_start.py`` greedily (one, two and three agents, sizes 3-8)
+and prints, per set, valid and optimal rates, failure categories, the share of conflicts among failures and
+the share of answer lines that are not the moves of their own scratchpad line; for two agents also the
+diagnostic of the two causes: the same boards answered with the solver's first scratchpad line written in,
+and the free answers split by whether their first line is the solver's.
+
+Usage::
+
+    python benchmarks/bench_teach.py --model W/sft/checkpoint --learner teach --minutes 5 --json t.json
+    python benchmarks/bench_teach.py --model W/sft/checkpoint --learner sft --minutes 5 --json s.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench_grpo import answer
+from bench_warm_start import held_out_sets, score, training_boards
+from envengineer.mapf.instance import Instance
+from envengineer.mapf.prompt import build_messages
+from envengineer.mapf.validator import validate
+from envengineer.training.dataset import target_response
+from envengineer.training.teach import TeachSettings, teach, written_plan
+
+CONFLICTS = ("vertex_conflict", "swap_conflict")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="the warm-started checkpoint to continue")
+    p.add_argument("--learner", choices=("teach", "sft", "none"), default="teach")
+    p.add_argument("--minutes", type=float, default=5.0, help="training wall time")
+    p.add_argument("--agents", default="1,2,3", help="agent counts of the training boards")
+    p.add_argument("--sizes", default="3,4,5,6,7,8", help="sizes of the training boards")
+    p.add_argument("--samples", type=int, default=24000, help="training boards generated (cycled if used up)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the training boards and of the learner")
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (both learners)")
+    p.add_argument("--max-steps", type=int, default=None, help="schedule length (default: by minutes)")
+    p.add_argument("--rollout-batch", type=int, default=64)
+    p.add_argument("--steps-per-rollout", type=int, default=2)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--per-cell", type=int, default=16, help="held-out boards per size and wait subset")
+    p.add_argument("--eval-agents", default="1,2,3")
+    p.add_argument("--max-new-tokens", type=int, default=640)
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--json", type=Path, default=None)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench-teach-"))
+    sets = held_out_sets([int(a) for a in args.eval_agents.split(",")], args.per_cell, 8)
+    exclude = frozenset(i.board_hash() for s in sets.values() for i in s)
+    t0 = time.perf_counter()
+    seed = 1000 + args.seed  # boards apart from the warm-start's (seed 0..) and the held-out sets
+    train = training_boards(
+        [int(a) for a in args.agents.split(",")],
+        [int(s) for s in args.sizes.split(",")],
+        args.samples,
+        seed,
+        exclude,
+    )
+    print(f"# {len(train)} training boards in {time.perf_counter() - t0:.0f} s", flush=True)
+    checkpoint, record = str(args.model), {"args": {k: str(v) for k, v in vars(args).items()}}
+    if args.learner == "teach":
+        cfg = TeachSettings(
+            minutes=args.minutes,
+            max_steps=args.max_steps or 100_000,
+            learning_rate=args.lr,
+            rollout_batch=args.rollout_batch,
+            steps_per_rollout=args.steps_per_rollout,
+            temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+        )
+        metrics = teach(checkpoint, train, out_dir=out / "teach", settings=cfg, held_out=[])
+        checkpoint = metrics["checkpoint"]
+        record["train"] = {k: metrics[k] for k in ("steps", "rollins", "seconds", "unlabelled")}
+        record["history"] = metrics["history"]
+        h = metrics["history"]
+        mean = {key: np.mean([r[key] for r in h]) for key in ("generate_s", "label_s", "train_s")}
+        print(
+            f"# teach: {metrics['steps']} steps, {metrics['rollins']} roll-ins in "
+            f"{metrics['seconds'] / 60:.1f} min; per roll-in generate {mean['generate_s']:.1f} s, label "
+            f"{mean['label_s']:.1f} s, train {mean['train_s']:.1f} s; roll-in valid "
+            f"{h[0]['rollout_valid']:.2f} -> {np.mean([r['rollout_valid'] for r in h[-5:]]):.2f}",
+            flush=True,
+        )
+    elif args.learner == "sft":
+        checkpoint, record["train"] = supervised(args, checkpoint, train, out)
+    record["sets"] = {}
+    for k, instances in sets.items():
+        t1 = time.perf_counter()
+        texts = answer(checkpoint, instances, args.max_new_tokens)
+        rec = describe(instances, texts)
+        if k == 2:
+            rec["diagnostic"] = diagnostic(checkpoint, instances, texts, args.max_new_tokens)
+        rec["eval_seconds"] = round(time.perf_counter() - t1, 1)
+        record["sets"][k] = rec
+        print(f"\n{k} agent(s), {len(instances)} boards: {json.dumps(summary(rec))}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(record, indent=2) + "\n")
+    return 0
+
+
+def supervised(args: argparse.Namespace, model: str, train: list[Instance], out: Path) -> tuple[str, dict]:
+    """The control: ``sft-small`` on the solver's plans of fresh boards, at the learner's rate and minutes."""
+    from transformers import TrainerCallback
+
+    from envengineer.training.presets import load_preset
+    from envengineer.training.sft import sft
+
+    preset = load_preset("sft-small", "sft").model_dump(mode="json")
+    preset["max_completion_length"] = args.max_new_tokens
+    preset["sft"].update(learning_rate=args.lr, warmup_steps=10, disable_tqdm=True)
+
+    class Budget(TrainerCallback):
+        def on_train_begin(self, targs, state, control, **kw):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, targs, state, control, **kw):
+            if time.perf_counter() - self.start >= args.minutes * 60:
+                control.should_training_stop = True
+
+    steps = args.max_steps or int(args.minutes * 60 / 0.45)  # this machine's SFT step, measured
+    result = sft(
+        model,
+        train,
+        out_dir=out / "sft",
+        preset=preset,
+        seed=args.seed,
+        max_steps=steps,
+        callbacks=[Budget()],
+    )
+    print(f"# sft: {result.steps} steps in {result.seconds / 60:.1f} min", flush=True)
+    return str(result.checkpoint), {"steps": result.steps, "seconds": result.seconds}
+
+
+def describe(instances: list[Instance], texts: list[str]) -> dict[str, Any]:
+    """Rates, failures, conflicts among failures, answer lines that do not copy their scratchpad."""
+    rec = score(instances, texts)
+    failures = Counter(
+        v.failure for v in (validate(i, t) for i, t in zip(instances, texts, strict=True)) if not v.valid
+    )
+    lines = miscopied = 0
+    for t in texts:
+        pad, _ = written_plan(t, scratchpad=True)
+        ans, _ = written_plan(t, scratchpad=False)
+        for x, line in enumerate(ans):
+            lines += 1
+            miscopied += x >= len(pad) or pad[x] != line
+    rec["failures"] = dict(failures.most_common())
+    rec["conflict_share"] = round(sum(failures[c] for c in CONFLICTS) / max(1, sum(failures.values())), 3)
+    rec["miscopied_lines"] = round(miscopied / max(1, lines), 3)
+    return rec
+
+
+def diagnostic(checkpoint: str, instances: list[Instance], texts: list[str], budget: int) -> dict[str, Any]:
+    """Free answers split by whether their first scratchpad line is the solver's, and the answers with the
+    solver's first line written in (the policy continues from there, greedily)."""
+    from envengineer.models.small_policy import policy_format_of
+
+    fmt = policy_format_of(checkpoint)
+    target = fmt.scratchpad if fmt is not None else "solver"
+    solver_first = [_first_line(target_response(i, target)) for i in instances]
+    own_first = [_first_line(t) for t in texts]
+    same = [a == b for a, b in zip(own_first, solver_first, strict=True)]
+    given = _continue(checkpoint, instances, solver_first, budget)
+
+    def part(mask: list[bool], answers: list[str]) -> dict[str, Any]:
+        chosen = [(i, t) for i, t, m in zip(instances, answers, mask, strict=True) if m]
+        verdicts = [validate(i, t) for i, t in chosen]
+        return {
+            "boards": len(chosen),
+            "valid": round(100 * float(np.mean([v.valid for v in verdicts])), 1) if chosen else None,
+            "optimal": round(100 * float(np.mean([v.optimal for v in verdicts])), 1) if chosen else None,
+            "failures": dict(Counter(v.failure for v in verdicts if not v.valid).most_common()),
+        }
+
+    everyone = [True] * len(instances)
+    return {
+        "free": part(everyone, texts),
+        "first_line_given": part(everyone, given),
+        "own_first_line_is_solver_s": part(same, texts),
+        "own_first_line_differs": part([not s for s in same], texts),
+    }
+
+
+def _first_line(text: str) -> str:
+    """The text up to and including the end of the first scratchpad line."""
+    at = text.find("\nA1")
+    return text[: at + 1] if at >= 0 else text
+
+
+def _continue(checkpoint: str, instances: list[Instance], prefixes: list[str], budget: int) -> list[str]:
+    """Greedy answers that begin with ``prefixes`` (written in after the prompt)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from envengineer.models.hf import HFBackend
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    backend = HFBackend.from_model(model, tokenizer)
+    out: list[str] = []
+    for lo in range(0, len(instances), 64):
+        chunk = list(zip(instances[lo : lo + 64], prefixes[lo : lo + 64], strict=True))
+        texts = [backend.render(build_messages(i, style="compact")) + p for i, p in chunk]
+        enc = tokenizer(
+            texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+        )
+        with torch.inference_mode():
+            gen = model.generate(
+                **enc, max_new_tokens=budget, do_sample=False, pad_token_id=tokenizer.pad_token_id
+            )
+        rows = gen[:, enc["input_ids"].shape[1] :]
+        out += [
+            p + tokenizer.decode(r, skip_special_tokens=True) for (_, p), r in zip(chunk, rows, strict=True)
+        ]
+    return out
+
+
+def summary(rec: dict[str, Any]) -> dict[str, Any]:
+    head = {
+        "valid": rec["sizes_3_8"]["valid"],
+        "optimal": rec["sizes_3_8"]["optimal"],
+        "conflict_share": rec["conflict_share"],
+        "miscopied_lines": rec["miscopied_lines"],
+        "failures": rec["failures"],
+    }
+    if "diagnostic" in rec:
+        head["diagnostic"] = {
+            k: (v["boards"], v["valid"], v["optimal"]) for k, v in rec["diagnostic"].items()
+        }
+    return head
+
+
+if __name__ == "__main__":
+    sys.exit(main())

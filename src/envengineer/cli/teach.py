@@ -1,0 +1,80 @@
+"""``envengineer teach``: continue a warm-started policy on the solver's labels of its own answers.
+
+The learner is :mod:`envengineer.training.teach` (DAgger with the exact solver as teacher); its settings
+are :class:`~envengineer.training.teach.TeachSettings`, each one an option here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from envengineer.argtypes import nonneg_int, pos_float, pos_int
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "teach",
+        help="continue a policy on the exact solver's labels of its own answers (DAgger)",
+        description="The policy answers the round's boards; the solver keeps the longest prefix of each "
+        "answer that an optimal plan begins with and writes that plan; the policy learns it from its "
+        "first mistake on. Writes OUT/checkpoint and OUT/metrics.json (docs/training.md).",
+    )
+    p.add_argument(
+        "--model", required=True, help="local checkpoint folder (e.g. a warm-start's OUT/checkpoint)"
+    )
+    data = p.add_mutually_exclusive_group(required=True)
+    data.add_argument("--round", type=Path, metavar="ROUND.yaml", help="round configuration to generate from")
+    data.add_argument(
+        "--instances", type=Path, metavar="FILE", help="train on these solved instances instead"
+    )
+    p.add_argument(
+        "--exclude",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="instance file whose boards must not be trained on (repeatable); with --round the packaged "
+        "benchmark's boards are always excluded",
+    )
+    p.add_argument("--minutes", type=pos_float, default=None, help="wall time (default 5)")
+    p.add_argument("--max-steps", type=pos_int, default=None, help="optimizer steps: the schedule's length")
+    p.add_argument("--temperature", type=float, default=None, help="roll-in temperature (default 0: greedy)")
+    p.add_argument("--learning-rate", type=pos_float, default=None, help="peak learning rate (default 1e-3)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the learner and the generator")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.set_defaults(func=cmd_teach)
+
+
+def cmd_teach(args: argparse.Namespace) -> int:
+    from envengineer.cli.train import drop_held_out, held_out_hashes, solved_instances
+    from envengineer.mapf.config import RoundConfig
+    from envengineer.training.grpo import generate_round_data, require_train_deps
+    from envengineer.training.teach import TeachSettings, teach
+
+    given = {
+        "minutes": args.minutes,
+        "max_steps": args.max_steps,
+        "temperature": args.temperature,
+        "learning_rate": args.learning_rate,
+    }
+    settings = TeachSettings(seed=args.seed, **{k: v for k, v in given.items() if v is not None})
+    require_train_deps()
+    if args.instances is not None:
+        instances = drop_held_out(
+            solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
+        )
+    else:
+        instances, _seconds = generate_round_data(
+            RoundConfig.load(args.round), args.out, seed=args.seed, exclude=held_out_hashes(args.exclude)
+        )
+    metrics = teach(args.model, instances, out_dir=args.out, settings=settings)
+    last = metrics["history"][-1] if metrics["history"] else {}
+    print(f"steps: {metrics['steps']}  roll-ins: {metrics['rollins']}  seconds: {metrics['seconds']:.1f}")
+    if last:
+        print(f"last roll-in: valid {last['rollout_valid']:.3f}  optimal {last['rollout_optimal']:.3f}")
+    print(f"checkpoint: {metrics['checkpoint']}")
+    return 0

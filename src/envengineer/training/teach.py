@@ -1,0 +1,334 @@
+"""The solver teaches the policy on its own answers: DAgger with an exact teacher.
+
+A warm-started policy learns every line of the joint plan after the solver's earlier lines, never after its
+own, so one wrong move early on compounds (docs/training.md, "The policy learns from its own plans"). This
+learner labels the states the policy itself reaches:
+
+1. **Roll in.** The policy answers a batch of boards (greedy by default, as it answers in evaluation).
+2. **Label.** Its plan is read from the answer (the scratchpad lines, or the answer block for formats
+   without one), and the exact teacher (:func:`envengineer.mapf.solver.teacher.label`) finds the longest
+   prefix of it that an optimal plan begins with, and that plan. The target is that plan written in the
+   policy's format (:func:`~envengineer.training.dataset.plan_response`): it agrees with the answer for as
+   long as the policy was right, so its first differing character is the policy's first mistake, be it a
+   move (off the board, into a hole, a collision, a dead end, a costlier move, a line ended early or late)
+   or a slip of writing (a wrong cell, a wrong list of free moves, an answer line that does not copy its
+   scratchpad).
+3. **Learn.** The loss covers the target from the token holding that first differing character to the
+   end-of-sequence token: the teacher's move at the policy's own state, then the optimal rest of the plan.
+   Answers that are already the target add nothing. Labelled rows join a buffer (DAgger's aggregated data
+   set, the most recent ``buffer`` rows) and every roll-in is followed by ``steps_per_rollout`` optimizer
+   steps on batches drawn from it.
+
+One roll-in costs a batch of generations and a few exact solves per answer (a bisection over the answer's
+moves); docs/training.md has the measured cost of a step. The loop is plain PyTorch, read top to bottom:
+TRL's trainers learn from a fixed data set or from a teacher model's token distribution, while this teacher
+is a search that rewrites the rest of the answer.
+
+Output folder: ``checkpoint/`` (weights and tokenizer, loadable like any other), ``metrics.json`` (the
+settings, one record per roll-in, timing) and ``manifest.jsonl`` when the caller writes one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from envengineer.errors import ConfigError, SolverBudgetExceeded
+from envengineer.mapf.instance import ACTIONS, Instance, agent_name
+from envengineer.mapf.prompt import build_messages
+from envengineer.mapf.solver.teacher import label_instance
+from envengineer.mapf.validator import validate
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TeachRow", "TeachSettings", "teach", "teach_row", "written_plan"]
+
+
+class TeachSettings(BaseModel):
+    """The learner's settings (defaults: the small policy on a CPU; docs/training.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    minutes: float = Field(5.0, gt=0, description="stop after this much wall time (roll-ins included)")
+    max_steps: int = Field(2000, ge=1, description="optimizer steps: the learning-rate schedule's length")
+    rollout_batch: int = Field(64, ge=1, description="boards the policy answers per roll-in")
+    steps_per_rollout: int = Field(2, ge=1, description="optimizer steps after each roll-in")
+    batch_size: int = Field(32, ge=1, description="rows per optimizer step, drawn from the buffer")
+    buffer: int = Field(2048, ge=1, description="the most recent labelled rows kept (DAgger's data set)")
+    learning_rate: float = Field(1e-3, gt=0, description="peak learning rate (AdamW)")
+    warmup_steps: int = Field(10, ge=0, description="linear warm-up steps, then cosine decay to 0")
+    temperature: float = Field(0.0, ge=0, description="roll-in sampling temperature; 0 answers greedily")
+    max_new_tokens: int = Field(640, ge=1, description="longest answer of a roll-in, in tokens")
+    target: str | None = Field(None, description="the response format; None: the policy's own format")
+    seed: int = Field(0, ge=0, description="seed of the buffer's draws and of sampled roll-ins")
+
+
+@dataclass(frozen=True)
+class TeachRow:
+    """One labelled answer.
+
+    Attributes:
+        target: The response the teacher writes: an optimal plan that begins with the policy's right moves.
+        start: The character of ``target`` where the policy's answer first differs (``len(target)`` and
+            ``done`` when it wrote exactly ``target``).
+        done: The answer was already the target, end of sequence included.
+        kept, total: The steps of the written plan the teacher kept, and all of them
+            (:class:`~envengineer.mapf.solver.teacher.Label`).
+        fatal: Whether the first wrong step left no valid plan (``None``: no wrong step).
+    """
+
+    target: str
+    start: int
+    done: bool
+    kept: int
+    total: int
+    fatal: bool | None
+
+
+def written_plan(text: str, *, scratchpad: bool) -> tuple[list[list[str]], bool]:
+    """The plan a response writes, as far as it can be read, and whether its last line was cut off.
+
+    With ``scratchpad`` the lines inside ``<think>`` are read (the words ``UP DOWN LEFT RIGHT WAIT`` of each
+    agent's line, the scratchpad's cells and checks skipped), else the ``<answer>`` block's lines. Lines
+    must name the agents in order from ``A0``; reading stops at the first that does not. The last line is
+    open when the text ends inside it (the answer was cut off), never when its block was closed.
+
+    >>> written_plan("<think>\\nA0 (0,0) right RIGHT (0,1)\\nA1 (0,1) down DOWN", scratchpad=True)
+    ([['RIGHT'], ['DOWN']], True)
+    >>> written_plan("<answer>\\nA0: RIGHT\\nA1: UP UP\\n</answer>", scratchpad=False)
+    ([['RIGHT'], ['UP', 'UP']], False)
+    """
+    opening, closing = ("<think>", "</think>") if scratchpad else ("<answer>", "</answer>")
+    at = text.find(opening)
+    if at < 0:
+        return [], False
+    body = text[at + len(opening) :]
+    end = body.find(closing)
+    closed = end >= 0
+    if closed:
+        body = body[:end]
+    lines: list[list[str]] = []
+    raw = body.split("\n")
+    open_last = False
+    for x, line in enumerate(raw):
+        if not line.strip():
+            continue
+        words = line.split()
+        if words[0].rstrip(":") != agent_name(len(lines)):
+            break
+        lines.append([w for w in words[1:] if w in ACTIONS])
+        open_last = not closed and x == len(raw) - 1
+    return lines, open_last
+
+
+def teach_row(instance: Instance, response: str, *, target: str, ended: bool) -> TeachRow:
+    """The teacher's label of one answer (steps 2 and 3 of the module docstring).
+
+    Args:
+        instance: A solved board.
+        response: The policy's answer text (without the end-of-sequence token).
+        target: The response format (:data:`~envengineer.training.dataset.SFT_TARGETS`).
+        ended: Whether the answer ended with the end-of-sequence token (else it ran out of tokens).
+    """
+    from envengineer.training.dataset import plan_response
+
+    written, open_last = written_plan(response, scratchpad=target != "solver")
+    written = written[: instance.num_agents]
+    lab = label_instance(instance, written, open_last=open_last)
+    text = plan_response(instance, lab.completion.paths, target)
+    start = _common_prefix(response, text)
+    done = start == len(text) == len(response) and ended
+    return TeachRow(text, start, done, lab.kept, lab.total, lab.fatal)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def teach(
+    model: str,
+    instances: Sequence[Instance],
+    *,
+    out_dir: str | Path,
+    settings: TeachSettings | None = None,
+    held_out: Sequence[Instance] = (),
+) -> dict[str, Any]:
+    """Train ``model`` on the teacher's labels of its own answers to ``instances`` (module docstring).
+
+    Args:
+        model: A local checkpoint folder (a warm-started small policy, or any causal LM with a chat
+            template).
+        instances: Solved training boards, visited in order (cycled when the time allows more).
+        out_dir: Output folder (``checkpoint/``, ``metrics.json``).
+        settings: :class:`TeachSettings` (defaults when ``None``).
+        held_out: Boards whose hashes must not be trained on (checked, not filtered).
+
+    Returns:
+        The metrics written to ``metrics.json``: settings, one record per roll-in, steps, seconds, and
+        ``checkpoint``.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from envengineer.models import SamplingParams
+    from envengineer.models.hf import HFBackend
+    from envengineer.models.small_policy import prompt_style_of
+    from envengineer.training.grpo import write_run_files
+    from envengineer.training.presets import resolve_target
+
+    cfg = settings or TeachSettings()
+    if not instances:
+        raise ConfigError("teach needs at least one training board")
+    banned = {i.board_hash() for i in held_out}
+    if banned and any(i.board_hash() in banned for i in instances):
+        raise ConfigError("a training board is also a held-out board; generate the training boards apart")
+    out = Path(out_dir)
+    t_start = time.perf_counter()
+    target = resolve_target(cfg.target, model)
+    style = prompt_style_of(model) or "compact"
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    policy = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    backend = HFBackend.from_model(policy, tokenizer, name=model)
+    eos = tokenizer.eos_token or ""
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, cfg))
+    params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
+
+    buffer: list[tuple[list[int], int]] = []  # (prompt + target ids, first id under the loss)
+    records: list[dict[str, Any]] = []
+    step = cursor = unlabelled = 0
+    deadline = t_start + 60.0 * cfg.minutes
+    while step < cfg.max_steps and time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        boards = [instances[(cursor + x) % len(instances)] for x in range(cfg.rollout_batch)]
+        cursor += cfg.rollout_batch
+        convs = [build_messages(b, style=style) for b in boards]
+        answers = backend.generate(convs, replace(params, seed=cfg.seed + len(records)))
+        t1 = time.perf_counter()
+        rows = []
+        for board, conv, ans in zip(boards, convs, answers, strict=True):
+            # an answer that stopped short of the budget ended with the end-of-sequence token
+            ended = ans.completion_tokens is not None and ans.completion_tokens < cfg.max_new_tokens
+            try:
+                row = teach_row(board, ans.text, target=target, ended=ended)
+            except SolverBudgetExceeded:
+                unlabelled += 1  # the teacher could not settle this prefix within its budget: no label
+                continue
+            rows.append((board, ans.text, row))
+            if not row.done:
+                buffer.append(_encode(tokenizer, backend.render(conv), row, eos))
+        buffer = buffer[-cfg.buffer :]
+        t2 = time.perf_counter()
+        losses = []
+        for _ in range(cfg.steps_per_rollout):
+            if not buffer or step >= cfg.max_steps:
+                break
+            batch = [buffer[i] for i in rng.integers(0, len(buffer), size=min(cfg.batch_size, len(buffer)))]
+            losses.append(_step(policy, optimizer, schedule, batch, tokenizer.pad_token_id or 0))
+            step += 1
+        verdicts = [validate(b, text) for b, text, _ in rows]
+        record = {
+            "step": step,
+            "rollout_valid": float(np.mean([v.valid for v in verdicts])),
+            "rollout_optimal": float(np.mean([v.optimal for v in verdicts])),
+            "already_right": float(np.mean([r.done for _, _, r in rows])),
+            "kept_share": float(np.mean([r.kept / r.total if r.total else 1.0 for _, _, r in rows])),
+            "fatal_share": float(np.mean([bool(r.fatal) for _, _, r in rows])),
+            "loss": float(np.mean(losses)) if losses else None,
+            "buffer": len(buffer),
+            "generate_s": round(t1 - t0, 3),
+            "label_s": round(t2 - t1, 3),
+            "train_s": round(time.perf_counter() - t2, 3),
+        }
+        records.append(record)
+        log.info(
+            "teach step %d: roll-in valid %.3f optimal %.3f, already right %.3f, loss %s",
+            step,
+            record["rollout_valid"],
+            record["rollout_optimal"],
+            record["already_right"],
+            record["loss"],
+        )
+    checkpoint = out / "checkpoint"
+    policy.save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+    seconds = time.perf_counter() - t_start
+    metrics = {
+        "kind": "teach",
+        "model": model,
+        "target": target,
+        "checkpoint": str(checkpoint),
+        "instances": len(instances),
+        "steps": step,
+        "rollins": len(records),
+        "boards_answered": len(records) * cfg.rollout_batch,
+        "unlabelled": unlabelled,
+        "seconds": seconds,
+        "settings": cfg.model_dump(mode="json"),
+        "history": records,
+    }
+    write_run_files(out, metrics, _settings_yaml(cfg))
+    log.info(
+        "teach done: %d steps, %d roll-ins in %.1f s; checkpoint %s", step, len(records), seconds, checkpoint
+    )
+    return metrics
+
+
+def _lr_factor(step: int, cfg: TeachSettings) -> float:
+    """Linear warm-up, then cosine decay to 0 at ``max_steps``."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps)
+    return 0.5 * (1.0 + np.cos(np.pi * min(1.0, progress)))
+
+
+def _encode(tokenizer: Any, prompt: str, row: TeachRow, eos: str) -> tuple[list[int], int]:
+    """Prompt and target ids, and the index of the first id under the loss: the token that holds the
+    target's first character past the policy's agreement."""
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    enc = tokenizer(row.target + eos, add_special_tokens=False, return_offsets_mapping=True)
+    first = next(
+        (x for x, (_a, b) in enumerate(enc["offset_mapping"]) if b > row.start), len(enc["input_ids"]) - 1
+    )
+    return prompt_ids + enc["input_ids"], len(prompt_ids) + first
+
+
+def _step(policy: Any, optimizer: Any, schedule: Any, batch: list[tuple[list[int], int]], pad: int) -> float:
+    """One optimizer step on right-padded rows; the loss covers each row from its first labelled id on."""
+    import torch
+
+    width = max(len(ids) for ids, _ in batch)
+    input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    for r, (ids, first) in enumerate(batch):
+        input_ids[r, : len(ids)] = torch.tensor(ids)
+        mask[r, : len(ids)] = 1
+        labels[r, first : len(ids)] = torch.tensor(ids[first:])
+    policy.train()
+    loss = policy(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(loss.detach())
+
+
+def _settings_yaml(cfg: TeachSettings) -> str:
+    import yaml
+
+    return yaml.safe_dump({"kind": "teach", **cfg.model_dump(mode="json")}, sort_keys=False)

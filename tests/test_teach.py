@@ -1,0 +1,95 @@
+"""The learner on the policy's own answers: reading a written plan, the teacher's labels, a real step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envengineer.mapf.instance import Instance
+from envengineer.training.dataset import plan_response, target_response
+from envengineer.training.teach import TeachSettings, teach, teach_row, written_plan
+
+# SPEC §2.3: A0 (0,0) -> (0,2), A1 (0,2) -> (0,0) on an open 3x3; optimal SoC 6, makespan 4
+SWAP = Instance("swap", ("...", "...", "..."), ((0, 0), (0, 2)), ((0, 2), (0, 0)), 6, 4, 4)
+
+
+def _cells(start, moves):
+    steps = {"UP": (-1, 0), "DOWN": (1, 0), "LEFT": (0, -1), "RIGHT": (0, 1), "WAIT": (0, 0)}
+    out = [start]
+    for m in moves:
+        out.append((out[-1][0] + steps[m][0], out[-1][1] + steps[m][1]))
+    return out
+
+
+def test_written_plan_reads_scratchpad_moves_and_stops_at_a_misnamed_line():
+    text = "<think>\nA0 (0,0) down right RIGHT (0,1) down left right RIGHT (0,2)\nA2 (0,2) LEFT\n</think>"
+    assert written_plan(text, scratchpad=True) == ([["RIGHT", "RIGHT"]], False)
+    assert written_plan("no think block", scratchpad=True) == ([], False)
+    assert written_plan("<think>\nA0 (0,0) down DOWN", scratchpad=True) == ([["DOWN"]], True)
+    assert written_plan("<think>\nA0 (0,0) down DOWN\n", scratchpad=True) == ([["DOWN"]], False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("A01 :\n<>/thinkanswerUPDOWNLEFTRIGHTWAIT()")), max_size=120))
+def test_written_plan_never_raises(text):
+    for scratchpad in (True, False):
+        lines, open_last = written_plan(text, scratchpad=scratchpad)
+        assert all(isinstance(w, str) for line in lines for w in line)
+        assert not (open_last and not lines)
+
+
+def test_the_label_keeps_the_policy_s_own_first_line_and_corrects_the_collision():
+    own = [_cells((0, 0), ["RIGHT", "RIGHT"]), _cells((0, 2), ["LEFT", "LEFT"])]  # collide at t = 1
+    response = plan_response(SWAP, own, "solver_free")
+    row = teach_row(SWAP, response, target="solver_free", ended=True)
+    first_line = response.split("\n")[1]
+    assert row.target.split("\n")[1] == first_line  # the policy's A0 line stands
+    # the first difference is A1's first move: the teacher's detour DOWN instead of LEFT
+    a1 = response.index("\nA1") + 1
+    assert a1 < row.start < response.index("\n", a1)
+    assert response[row.start :].startswith("LEFT") and row.target[row.start :].startswith("DOWN")
+    assert (row.kept, row.fatal, row.done) == (3, True, False)
+    from envengineer.mapf.validator import validate
+
+    assert validate(SWAP, row.target).optimal
+
+
+def test_an_optimal_answer_that_ended_teaches_nothing_and_one_cut_off_teaches_its_end():
+    response = target_response(SWAP, "solver_free")
+    row = teach_row(SWAP, response, target="solver_free", ended=True)
+    assert row.done and row.start == len(row.target) and row.fatal is None
+    cut = teach_row(SWAP, response[:40], target="solver_free", ended=False)
+    assert not cut.done and cut.start == 40 and cut.target == response
+
+
+def test_a_suboptimal_first_move_is_corrected_at_that_move():
+    own = [_cells((0, 0), ["WAIT", "RIGHT", "RIGHT"]), _cells((0, 2), ["DOWN", "LEFT", "LEFT", "UP"])]
+    response = plan_response(SWAP, own, "solver_moves")
+    row = teach_row(SWAP, response, target="solver_moves", ended=True)
+    assert (row.kept, row.fatal) == (0, False)
+    assert response[row.start :].startswith("WAIT") and row.target[row.start :].startswith("RIGHT")
+
+
+@pytest.mark.slow
+def test_teach_runs_real_steps_on_a_tiny_policy(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from envengineer.mapf.generator import generate_cell
+    from envengineer.models.small_policy import init_policy
+
+    policy = init_policy(tmp_path / "policy", size="tiny", seed=0)
+    boards = generate_cell(num_agents=2, size=3, count=8, wait_count=4, seed=7, split="train", id_prefix="t")
+    cfg = TeachSettings(
+        minutes=5, max_steps=2, rollout_batch=4, steps_per_rollout=1, batch_size=4, max_new_tokens=24
+    )
+    metrics = teach(str(policy), boards, out_dir=tmp_path / "out", settings=cfg)
+    assert metrics["steps"] == 2 and metrics["rollins"] == 2
+    assert all(r["loss"] is not None and r["already_right"] == 0.0 for r in metrics["history"])
+    before = load_file(str(policy / "model.safetensors"))
+    after = load_file(str(tmp_path / "out" / "checkpoint" / "model.safetensors"))
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["kind"] == "teach"
