@@ -19,6 +19,7 @@ Usage::
 
     python benchmarks/bench_teach.py --model W/sft/checkpoint --learner teach --minutes 5 --json t.json
     python benchmarks/bench_teach.py --model W/sft/checkpoint --learner sft --minutes 5 --json s.json
+    python benchmarks/bench_teach.py table none.json t0.json t1.json t2.json   # paired gains over seeds
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from bench_grpo import answer
+from bench_grpo import answer, paired_gain
 from bench_warm_start import held_out_sets, score, training_boards
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.prompt import build_messages
@@ -70,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "table":
+        return table([Path(a) for a in argv[1:]])
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
@@ -174,6 +178,9 @@ def describe(instances: list[Instance], texts: list[str]) -> dict[str, Any]:
         for x, line in enumerate(ans):
             lines += 1
             miscopied += x >= len(pad) or pad[x] != line
+    verdicts = [validate(i, t) for i, t in zip(instances, texts, strict=True)]
+    rec["valid_flags"] = [int(v.valid) for v in verdicts]  # board by board, for paired intervals
+    rec["optimal_flags"] = [int(v.optimal) for v in verdicts]
     rec["failures"] = dict(failures.most_common())
     rec["conflict_share"] = round(sum(failures[c] for c in CONFLICTS) / max(1, sum(failures.values())), 3)
     rec["miscopied_lines"] = round(miscopied / max(1, lines), 3)
@@ -243,6 +250,24 @@ def _continue(checkpoint: str, instances: list[Instance], prefixes: list[str], b
             p + tokenizer.decode(r, skip_special_tokens=True) for (_, p), r in zip(chunk, rows, strict=True)
         ]
     return out
+
+
+def table(files: list[Path]) -> int:
+    """``table BEFORE.json AFTER.json...``: the gain of the runs (one per seed) over the first record on
+    every held-out set, paired board by board, mean over seeds with its 95 % bootstrap interval."""
+    before, *after = [json.loads(f.read_text()) for f in files]
+    for k in before["sets"]:
+        cells = []
+        for flag in ("valid_flags", "optimal_flags"):
+            g = paired_gain(
+                [before["sets"][k][flag]] * len(after),
+                [a["sets"][k][flag] for a in after],
+                shared_boards=True,
+            )
+            ci = "" if g["low"] is None else f" [{g['low']:+.1f}, {g['high']:+.1f}]"
+            cells.append(f"{g['warm_pct']:.1f} -> {g['after_pct']:.1f}: {g['mean']:+.1f}{ci} {g['per_seed']}")
+        print(f"{k} agent(s): valid {cells[0]}; optimal {cells[1]}")
+    return 0
 
 
 def summary(rec: dict[str, Any]) -> dict[str, Any]:

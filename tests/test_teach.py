@@ -93,3 +93,59 @@ def test_teach_runs_real_steps_on_a_tiny_policy(tmp_path):
     after = load_file(str(tmp_path / "out" / "checkpoint" / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["kind"] == "teach"
+
+
+def test_a_loop_round_with_the_teach_learner_calls_the_teacher(tmp_path):
+    from pathlib import Path
+
+    from envengineer.loop.components import Components
+    from envengineer.loop.experiment import load_experiment
+    from envengineer.loop.launch import check_launch
+    from envengineer.loop.rundir import read_json
+    from envengineer.loop.runner import run_experiment
+    from small_sets import write_small_sets
+
+    sets = write_small_sets(tmp_path / "sets", 41)
+    path = Path(__file__).resolve().parents[1] / "experiments" / "cpu" / "policy-main-fixed.yaml"
+    small = {
+        "rounds": 1,
+        "samples_per_round": 8,
+        "validation.per_cell": 1,
+        "validation.agents": [3],
+        "validation.max_size": 5,
+        "validation.limit": None,
+        "evaluation.benchmark_path": str(sets["benchmark"]),
+        "evaluation.benchmark_per_cell": None,
+        "evaluation.benchmark_limit": None,
+        "warm_start.enabled": False,
+        "training.learner": "teach",
+        "training.teach": {"minutes": 2.0, "rollout_batch": 8},
+        "training.max_steps": 7,
+    }
+    exp = load_experiment(path, small)
+    assert check_launch(exp) == []
+    calls = []
+
+    def teacher(model, instances, *, out_dir, settings, seed, max_steps):
+        calls.append((len(instances), settings.minutes, settings.rollout_batch, max_steps))
+        return {"checkpoint": str(out_dir / "checkpoint"), "steps": 7, "seconds": 0.0, "metrics": {}}
+
+    def must_not_train(*a, **k):
+        raise AssertionError("the GRPO trainer ran under learner: teach")
+
+    def evaluator(model, instances, *, out_dir, **_):
+        from envengineer.evaluation import evaluate
+        from envengineer.models import load_backend
+
+        return evaluate(load_backend("scripted", "greedy", instances=instances), instances, out_dir=out_dir)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "validation_set.jsonl").write_bytes(sets["validation"].read_bytes())
+    comps = Components(trainer=must_not_train, teacher=teacher, evaluator=evaluator)
+    run_experiment(exp, run, components=comps)
+    assert calls == [(8, 2.0, 8, 7)]
+    record = read_json(run / "round_00" / "train" / "metrics.json")
+    assert record["preset"] == "teach" and record["steps"] == 7
+    launched = load_experiment(path, {**small, "launch.stages": "subprocess"})
+    assert any("learner 'teach'" in p for p in check_launch(launched))

@@ -89,6 +89,7 @@ class Components:
     """The parts of the loop that do real work; ``None`` fields take :func:`default_components`' value."""
 
     trainer: Trainer | None = None
+    teacher: Trainer | None = None
     evaluator: Evaluator | None = None
     engineer_factory: EngineerFactory | None = None
     generator: Generator | None = None
@@ -102,6 +103,7 @@ def default_components() -> Components:
 
     return Components(
         trainer=_default_trainer,
+        teacher=_default_teacher,
         evaluator=_default_evaluator,
         engineer_factory=_default_engineer_factory,
         generator=generate_round,
@@ -124,6 +126,20 @@ def _default_trainer(
     return train_round(
         model, instances, out_dir=out_dir, preset=preset, epochs=epochs, seed=seed, max_steps=max_steps
     )
+
+
+def _default_teacher(
+    model: str | None,
+    instances: Sequence[Instance],
+    *,
+    out_dir: Path,
+    settings: Any,
+    seed: int,
+    max_steps: int | None,
+) -> Any:
+    from envengineer.training.teach import teach_round
+
+    return teach_round(model, instances, out_dir=out_dir, settings=settings, seed=seed, max_steps=max_steps)
 
 
 def _default_warm_starter(

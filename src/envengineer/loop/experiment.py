@@ -34,6 +34,7 @@ from envengineer.engineer.trust_region import TrustRegion
 from envengineer.errors import ConfigError
 from envengineer.loop.context_settings import ContextSettings
 from envengineer.mapf.config import format_validation_error, read_yaml
+from envengineer.training.teach import TeachSettings
 from envengineer.yamlio import YAMLDataError, brief, load_yaml
 
 log = logging.getLogger(__name__)
@@ -237,8 +238,18 @@ class Seeds(_Model):
 
 
 class TrainingSettings(_Model):
-    """One GRPO round per loop round."""
+    """One training round per loop round: GRPO (the default) or the solver teaching the policy."""
 
+    learner: Literal["grpo", "teach"] = Field(
+        default="grpo",
+        description="grpo: one GRPO round through TRL with `preset`; teach: the exact solver labels the "
+        "policy's own answers to the round's boards and the policy learns them (DAgger, `teach`, "
+        "in the loop's process; docs/training.md).",
+    )
+    teach: TeachSettings = Field(
+        default_factory=TeachSettings,
+        description="The teach learner's settings (learner: teach); `max_steps` below overrides theirs.",
+    )
     preset: str = Field(
         default="cpu",
         description="Training preset: a shipped preset name (cpu, gpu, ...) or a YAML file path.",

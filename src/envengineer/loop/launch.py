@@ -117,6 +117,11 @@ def check_launch(exp: Experiment) -> list[str]:
         problems.append(
             "launch.stages 'inprocess' runs one process; drop processes/launcher or use subprocess"
         )
+    if uses_subprocesses(exp) and exp.training.learner == "teach":
+        problems.append(
+            "training.learner 'teach' runs in the loop's process (a CPU learner for small policies); "
+            "set launch.stages to inprocess or use learner 'grpo'"
+        )
     if uses_subprocesses(exp) and kind != "python":
         module = {"accelerate": "accelerate", "torchrun": "torch"}[kind]
         import importlib.util

@@ -48,7 +48,7 @@ from envengineer.mapf.validator import validate
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TeachRow", "TeachSettings", "teach", "teach_row", "written_plan"]
+__all__ = ["TeachRow", "TeachSettings", "teach", "teach_round", "teach_row", "written_plan"]
 
 
 class TeachSettings(BaseModel):
@@ -285,6 +285,33 @@ def teach(
         "teach done: %d steps, %d roll-ins in %.1f s; checkpoint %s", step, len(records), seconds, checkpoint
     )
     return metrics
+
+
+def teach_round(
+    model: str | None,
+    instances: Sequence[Instance],
+    *,
+    out_dir: str | Path,
+    settings: TeachSettings | None = None,
+    seed: int = 0,
+    max_steps: int | None = None,
+) -> Any:
+    """:func:`teach` as a round of the loop (``training.learner: teach``): the round's seed and step cap
+    override the settings', and the result is a :class:`~envengineer.training.grpo.TrainResult` like a
+    GRPO round's (the loop's data stage records the boards)."""
+    from envengineer.training.grpo import TrainResult, resolve_model_path
+
+    update: dict[str, Any] = {"seed": seed}
+    if max_steps is not None:
+        update["max_steps"] = max_steps
+    cfg = TeachSettings.model_validate({**(settings or TeachSettings()).model_dump(), **update})
+    metrics = teach(resolve_model_path(model), instances, out_dir=out_dir, settings=cfg)
+    return TrainResult(
+        checkpoint=Path(metrics["checkpoint"]),
+        metrics=metrics,
+        steps=metrics["steps"],
+        seconds=metrics["seconds"],
+    )
 
 
 def _lr_factor(step: int, cfg: TeachSettings) -> float:

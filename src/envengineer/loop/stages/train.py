@@ -1,4 +1,5 @@
-"""Stage ``train``: one GRPO round from the previous checkpoint (skipped for a scripted policy)."""
+"""Stage ``train``: one GRPO round (or, with ``training.learner: teach``, the solver teaching the policy on
+its own answers) from the previous checkpoint; skipped for a scripted policy."""
 
 from __future__ import annotations
 
@@ -40,20 +41,30 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any], 
         )
     seed = round_seed(exp.seeds.training, "training", r)
     release_shared_backend()
-    result = loop.comps.trainer(
-        state.model_in,
-        instances(loop, r),
-        out_dir=d,
-        preset=preset_with_report_to(exp.training.preset, exp.training.report_to),
-        epochs=exp.epochs_per_round,
-        seed=seed,
-        max_steps=exp.training.max_steps,
-    )
+    if exp.training.learner == "teach":
+        result = loop.comps.teacher(
+            state.model_in,
+            instances(loop, r),
+            out_dir=d,
+            settings=exp.training.teach,
+            seed=seed,
+            max_steps=exp.training.max_steps,
+        )
+    else:
+        result = loop.comps.trainer(
+            state.model_in,
+            instances(loop, r),
+            out_dir=d,
+            preset=preset_with_report_to(exp.training.preset, exp.training.report_to),
+            epochs=exp.epochs_per_round,
+            seed=seed,
+            max_steps=exp.training.max_steps,
+        )
     record = train_record(
         result,
         model_in=state.model_in,
         seed=seed,
-        preset=exp.training.preset,
+        preset="teach" if exp.training.learner == "teach" else exp.training.preset,
         epochs=exp.epochs_per_round,
     )
     checkpoint = record["checkpoint"]
