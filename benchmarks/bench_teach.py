@@ -102,17 +102,17 @@ def main(argv: list[str] | None = None) -> int:
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
         )
-        metrics = teach(checkpoint, train, out_dir=out / "teach", settings=cfg, held_out=[])
+        metrics = teach(checkpoint, train, out_dir=out / "teach", settings=cfg)
         checkpoint = metrics["checkpoint"]
         record["train"] = {k: metrics[k] for k in ("steps", "rollins", "seconds", "unlabelled")}
         record["history"] = metrics["history"]
         h = metrics["history"]
-        mean = {key: np.mean([r[key] for r in h]) for key in ("generate_s", "label_s", "train_s")}
+        mean = {key: np.mean([r[key] for r in h]) for key in ("rollin_s", "train_s")}
         print(
             f"# teach: {metrics['steps']} steps, {metrics['rollins']} roll-ins in "
-            f"{metrics['seconds'] / 60:.1f} min; per roll-in generate {mean['generate_s']:.1f} s, label "
-            f"{mean['label_s']:.1f} s, train {mean['train_s']:.1f} s; roll-in valid "
-            f"{h[0]['rollout_valid']:.2f} -> {np.mean([r['rollout_valid'] for r in h[-5:]]):.2f}",
+            f"{metrics['seconds'] / 60:.1f} min; per roll-in: answers and labels {mean['rollin_s']:.1f} s, "
+            f"optimizer steps {mean['train_s']:.1f} s; roll-in valid "
+            f"{h[0]['rollin_valid']:.2f} -> {np.mean([r['rollin_valid'] for r in h[-5:]]):.2f}",
             flush=True,
         )
     elif args.learner == "sft":

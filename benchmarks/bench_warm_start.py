@@ -7,7 +7,8 @@ the held-out sets; wait ratio 0.5), runs the supervised warm-start through TRL's
 with ``sft-small`` for ``--steps`` steps (stopped at ``--minutes`` of training time), then answers greedily
 three held-out, benchmark-shaped sets and prints valid / optimal rates per size and the validator's failure
 categories per size, beside the scripted greedy heuristic (each agent's own shortest path) on the same
-boards:
+boards (for two agents also the diagnostic of ``bench_teach.py``: the boards answered with the solver's
+first scratchpad line written in, and the free answers split by whether their first line is the solver's):
 
 * one agent, sizes 3-8 (``--per-cell`` x 3 boards per size, hole ratio uniform in [0, 0.5]): path-finding
   alone, where greedy and the solver are both 100 %;
@@ -285,8 +286,17 @@ def main(argv: list[str] | None = None) -> int:
             "policy": policy_score,
             "greedy": greedy,
             "mean_completion_tokens": round(float(np.mean(lengths)), 1),
-            "eval_seconds": round(time.perf_counter() - t1, 1),
         }
+        if k == 2:  # the two causes apart: its own first line, and coordination (bench_teach.py)
+            from bench_teach import diagnostic
+
+            diag = diagnostic(str(result.checkpoint), instances, texts, preset["max_completion_length"])
+            record["sets"][k]["diagnostic"] = diag
+            print(
+                "  diagnostic (boards, valid, optimal): "
+                + json.dumps({name: (d["boards"], d["valid"], d["optimal"]) for name, d in diag.items()})
+            )
+        record["sets"][k]["eval_seconds"] = round(time.perf_counter() - t1, 1)
         head, g = policy_score["sizes_3_8"], greedy["sizes_3_8"]
         print(
             f"\n{k} agent(s), {len(instances)} boards: valid {head['valid']} / optimal {head['optimal']} "

@@ -74,7 +74,7 @@ def cmd_teach(args: argparse.Namespace) -> int:
     metrics = teach(args.model, instances, out_dir=args.out, settings=settings)
     last = metrics["history"][-1] if metrics["history"] else {}
     print(f"steps: {metrics['steps']}  roll-ins: {metrics['rollins']}  seconds: {metrics['seconds']:.1f}")
-    if last:
-        print(f"last roll-in: valid {last['rollout_valid']:.3f}  optimal {last['rollout_optimal']:.3f}")
+    if last.get("rollin_valid") is not None:
+        print(f"last roll-in: valid {last['rollin_valid']:.3f}  optimal {last['rollin_optimal']:.3f}")
     print(f"checkpoint: {metrics['checkpoint']}")
     return 0

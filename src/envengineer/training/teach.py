@@ -162,7 +162,6 @@ def teach(
     *,
     out_dir: str | Path,
     settings: TeachSettings | None = None,
-    held_out: Sequence[Instance] = (),
 ) -> dict[str, Any]:
     """Train ``model`` on the teacher's labels of its own answers to ``instances`` (module docstring).
 
@@ -172,39 +171,23 @@ def teach(
         instances: Solved training boards, visited in order (cycled when the time allows more).
         out_dir: Output folder (``checkpoint/``, ``metrics.json``).
         settings: :class:`TeachSettings` (defaults when ``None``).
-        held_out: Boards whose hashes must not be trained on (checked, not filtered).
 
     Returns:
         The metrics written to ``metrics.json``: settings, one record per roll-in, steps, seconds, and
         ``checkpoint``.
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from envengineer.models import SamplingParams
-    from envengineer.models.hf import HFBackend
     from envengineer.models.small_policy import prompt_style_of
-    from envengineer.training.grpo import write_run_files
     from envengineer.training.presets import resolve_target
 
     cfg = settings or TeachSettings()
     if not instances:
         raise ConfigError("teach needs at least one training board")
-    banned = {i.board_hash() for i in held_out}
-    if banned and any(i.board_hash() in banned for i in instances):
-        raise ConfigError("a training board is also a held-out board; generate the training boards apart")
-    out = Path(out_dir)
     t_start = time.perf_counter()
     target = resolve_target(cfg.target, model)
     style = prompt_style_of(model) or "compact"
-    torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    policy = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
-    backend = HFBackend.from_model(policy, tokenizer, name=model)
-    eos = tokenizer.eos_token or ""
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, cfg))
+    policy, tokenizer, backend, optimizer, schedule = _setup(model, cfg)
     params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
 
     buffer: list[tuple[list[int], int]] = []  # (prompt + target ids, first id under the loss)
@@ -215,23 +198,11 @@ def teach(
         t0 = time.perf_counter()
         boards = [instances[(cursor + x) % len(instances)] for x in range(cfg.rollout_batch)]
         cursor += cfg.rollout_batch
-        convs = [build_messages(b, style=style) for b in boards]
-        answers = backend.generate(convs, replace(params, seed=cfg.seed + len(records)))
+        rollin = replace(params, seed=cfg.seed + len(records))
+        rows, encoded, failed = _roll_in(backend, boards, rollin, target, style)
+        unlabelled += failed
+        buffer = (buffer + encoded)[-cfg.buffer :]
         t1 = time.perf_counter()
-        rows = []
-        for board, conv, ans in zip(boards, convs, answers, strict=True):
-            # an answer that stopped short of the budget ended with the end-of-sequence token
-            ended = ans.completion_tokens is not None and ans.completion_tokens < cfg.max_new_tokens
-            try:
-                row = teach_row(board, ans.text, target=target, ended=ended)
-            except SolverBudgetExceeded:
-                unlabelled += 1  # the teacher could not settle this prefix within its budget: no label
-                continue
-            rows.append((board, ans.text, row))
-            if not row.done:
-                buffer.append(_encode(tokenizer, backend.render(conv), row, eos))
-        buffer = buffer[-cfg.buffer :]
-        t2 = time.perf_counter()
         losses = []
         for _ in range(cfg.steps_per_rollout):
             if not buffer or step >= cfg.max_steps:
@@ -239,52 +210,106 @@ def teach(
             batch = [buffer[i] for i in rng.integers(0, len(buffer), size=min(cfg.batch_size, len(buffer)))]
             losses.append(_step(policy, optimizer, schedule, batch, tokenizer.pad_token_id or 0))
             step += 1
-        verdicts = [validate(b, text) for b, text, _ in rows]
         record = {
             "step": step,
-            "rollout_valid": float(np.mean([v.valid for v in verdicts])),
-            "rollout_optimal": float(np.mean([v.optimal for v in verdicts])),
-            "already_right": float(np.mean([r.done for _, _, r in rows])),
-            "kept_share": float(np.mean([r.kept / r.total if r.total else 1.0 for _, _, r in rows])),
-            "fatal_share": float(np.mean([bool(r.fatal) for _, _, r in rows])),
+            **_rollin_stats(rows),
             "loss": float(np.mean(losses)) if losses else None,
             "buffer": len(buffer),
-            "generate_s": round(t1 - t0, 3),
-            "label_s": round(t2 - t1, 3),
-            "train_s": round(time.perf_counter() - t2, 3),
+            "rollin_s": round(t1 - t0, 3),
+            "train_s": round(time.perf_counter() - t1, 3),
         }
         records.append(record)
-        log.info(
-            "teach step %d: roll-in valid %.3f optimal %.3f, already right %.3f, loss %s",
-            step,
-            record["rollout_valid"],
-            record["rollout_optimal"],
-            record["already_right"],
-            record["loss"],
-        )
-    checkpoint = out / "checkpoint"
-    policy.save_pretrained(checkpoint)
-    tokenizer.save_pretrained(checkpoint)
-    seconds = time.perf_counter() - t_start
+        log.info("teach step %d: %s", step, record)
     metrics = {
         "kind": "teach",
         "model": model,
         "target": target,
-        "checkpoint": str(checkpoint),
         "instances": len(instances),
         "steps": step,
         "rollins": len(records),
         "boards_answered": len(records) * cfg.rollout_batch,
         "unlabelled": unlabelled,
-        "seconds": seconds,
         "settings": cfg.model_dump(mode="json"),
         "history": records,
     }
+    return _save(policy, tokenizer, Path(out_dir), metrics, cfg, t_start)
+
+
+def _setup(model: str, cfg: TeachSettings) -> tuple[Any, Any, Any, Any, Any]:
+    """The policy (float32, to train), its tokenizer, a backend that answers with it, the optimizer (AdamW)
+    and its schedule; torch seeded."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from envengineer.models.hf import HFBackend
+
+    torch.manual_seed(cfg.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    policy = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, cfg))
+    return policy, tokenizer, HFBackend.from_model(policy, tokenizer, name=model), optimizer, schedule
+
+
+def _save(
+    policy: Any, tokenizer: Any, out: Path, metrics: dict[str, Any], cfg: TeachSettings, t_start: float
+) -> dict:
+    """Write the checkpoint, ``metrics.json`` and ``preset.yaml``; the metrics with the checkpoint's path
+    and the seconds the whole call took."""
+    from envengineer.training.grpo import write_run_files
+
+    checkpoint = out / "checkpoint"
+    policy.save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+    metrics = {**metrics, "checkpoint": str(checkpoint), "seconds": time.perf_counter() - t_start}
     write_run_files(out, metrics, _settings_yaml(cfg))
     log.info(
-        "teach done: %d steps, %d roll-ins in %.1f s; checkpoint %s", step, len(records), seconds, checkpoint
+        "teach done: %d steps, %d roll-ins in %.1f s",
+        metrics["steps"],
+        metrics["rollins"],
+        metrics["seconds"],
     )
     return metrics
+
+
+def _roll_in(
+    backend: Any, boards: Sequence[Instance], params: Any, target: str, style: str
+) -> tuple[list[tuple[Instance, str, TeachRow]], list[tuple[list[int], int]], int]:
+    """The policy answers ``boards`` and the teacher labels the answers: the labelled answers, the encoded
+    rows of those with something to learn, and how many answers the teacher could not settle."""
+    tokenizer = backend.tokenizer
+    eos = tokenizer.eos_token or ""
+    convs = [build_messages(b, style=style) for b in boards]
+    answers = backend.generate(convs, params)
+    rows, encoded, failed = [], [], 0
+    for board, conv, ans in zip(boards, convs, answers, strict=True):
+        # an answer that stopped short of the budget ended with the end-of-sequence token
+        ended = ans.completion_tokens is not None and ans.completion_tokens < params.max_new_tokens
+        try:
+            row = teach_row(board, ans.text, target=target, ended=ended)
+        except SolverBudgetExceeded:
+            failed += 1  # the teacher could not settle this prefix within its budget: no label
+            continue
+        rows.append((board, ans.text, row))
+        if not row.done:
+            encoded.append(_encode(tokenizer, backend.render(conv), row, eos))
+    return rows, encoded, failed
+
+
+def _rollin_stats(rows: Sequence[tuple[Instance, str, TeachRow]]) -> dict[str, float]:
+    """What a roll-in's answers were: valid, optimal, already the target, the share of their steps kept,
+    and how often the first wrong step left no valid plan."""
+    if not rows:
+        return {}
+    verdicts = [validate(b, text) for b, text, _ in rows]
+    labels = [r for _, _, r in rows]
+    return {
+        "rollin_valid": float(np.mean([v.valid for v in verdicts])),
+        "rollin_optimal": float(np.mean([v.optimal for v in verdicts])),
+        "already_right": float(np.mean([r.done for r in labels])),
+        "kept_share": float(np.mean([r.kept / r.total if r.total else 1.0 for r in labels])),
+        "fatal_share": float(np.mean([bool(r.fatal) for r in labels])),
+    }
 
 
 def teach_round(
