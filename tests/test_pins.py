@@ -58,3 +58,12 @@ def test_pinned_gpu_set_resolves(tmp_path: Path) -> None:
         for item in json.loads(report.read_text())["install"]
     }
     assert {name: chosen.get(name) for name in pins} == pins
+
+
+def test_the_license_is_an_spdx_expression():
+    """PEP 639's form: setuptools warns about the older table (``{text = ...}``) at every build."""
+    tomllib = pytest.importorskip("tomllib")
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert meta["project"]["license"] == "Apache-2.0"
+    assert any(req.startswith("setuptools>=7") and int(req.split(">=")[1].split(".")[0]) >= 77
+               for req in meta["build-system"]["requires"])  # fmt: skip

@@ -350,3 +350,12 @@ def test_paths_to_actions_round_trip():
     assert sum(len(x) for x in plan) >= sol.soc
     with pytest.raises(ValueError, match="jumps"):
         paths_to_actions([[(0, 0), (1, 1)]])
+
+
+def test_a_board_given_as_lists_of_characters_is_solved_and_memoized_as_its_strings():
+    rows = [list("..."), list("..."), list("...")]
+    sol = solve(rows, [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    assert (sol.soc, sol.makespan) == (6, 4)
+    hits = solver_module.MEMO.hits
+    assert solve(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)]) == sol
+    assert solver_module.MEMO.hits == hits + 1

@@ -204,7 +204,9 @@ def remember(inst: Instance, solution: Solution, *, node_budget: int = DEFAULT_N
 
 
 def _memo_key(grid: Sequence[str], s_ids: Sequence[int], g_ids: Sequence[int], node_budget: int) -> tuple:
-    return (tuple(grid), tuple(s_ids), tuple(g_ids), node_budget)
+    # rows as strings whatever sequence of characters they came as, so that a board given as lists of
+    # characters (which the solver takes) is a hashable key, the same key as its string form
+    return (tuple("".join(row) for row in grid), tuple(s_ids), tuple(g_ids), node_budget)
 
 
 def _solution(settled: tuple[int, int, int, tuple[tuple[int, ...], ...]], n: int) -> Solution:
