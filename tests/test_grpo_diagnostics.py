@@ -199,7 +199,9 @@ def test_the_plan_is_the_sft_target_in_the_policys_tokens_ending_with_its_end_of
     ids = guide.plan_ids(row)
     assert ids[-1] == guide.tokenizer.eos_token_id and guide.tokenizer.eos_token_id not in ids[:-1]
     text = guide.tokenizer.decode(ids, skip_special_tokens=True)
-    assert text.replace(" ", "") == target_response(board, "solver_free").replace(" ", "")
+    target = target_response(board, "solver_free")
+    assert text == target  # spaces included: a leading-space token that drifted would show here
+    assert ids[:-1] == guide.tokenizer(target, add_special_tokens=False)["input_ids"]
     assert validate(board, text).optimal
 
 
@@ -221,6 +223,7 @@ def test_only_groups_without_an_optimal_member_are_guided_and_long_plans_stay_ou
     short = _guide(policy, when="always", max_tokens=len(solved) - 1)
     completions = [list(junk) for _ in rows[:3]]
     assert short.apply(rows[:3], completions, group=3) == []
+    assert (short.too_long, short.last_too_long, short.guided) == (1, 1, 0)  # counted, not silently lost
 
 
 def test_a_guided_grpo_round_scores_the_solvers_plan_in_every_unsolved_group(

@@ -15,12 +15,15 @@ the importance ratio is 1 and the plan's term is an advantage-weighted SFT term.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.rewards import instance_of
 from envengineer.mapf.validator import validate
+
+log = logging.getLogger(__name__)
 
 
 class SolverGuide:
@@ -55,6 +58,8 @@ class SolverGuide:
         self.last_replaced: frozenset[int] = frozenset()  # of the latest batch: what the policy did not write
         self.guided = 0
         self.groups = 0
+        self.too_long = 0  # groups that needed the plan but whose plan is longer than max_tokens
+        self.last_too_long = 0  # of the latest batch
 
     def plan_ids(self, row: dict[str, Any]) -> list[int]:
         """The solver's plan for the row's board as completion tokens, ending with the end of the turn."""
@@ -80,17 +85,29 @@ class SolverGuide:
     def apply(self, rows: Sequence[dict[str, Any]], completion_ids: list[list[int]], group: int) -> list[int]:
         """Put the plan in place of the last member of each group that needs it; the indexes replaced."""
         replaced = []
+        too_long = 0
         for start in range(0, len(rows), group):
             self.groups += 1
             if self.when == "failed" and self._solved(rows[start], completion_ids[start : start + group]):
                 continue
             plan = self.plan_ids(rows[start])
             if len(plan) > self.max_tokens:
+                if not self.too_long:
+                    log.warning(
+                        "solver guidance: a plan of %d tokens is longer than the completion budget "
+                        "(%d) and is left out; raise max_completion_length to guide such boards "
+                        "(counted in guidance/groups_too_long)",
+                        len(plan),
+                        self.max_tokens,
+                    )
+                self.too_long += 1
+                too_long += 1
                 continue
             completion_ids[start + group - 1] = list(plan)
             replaced.append(start + group - 1)
         self.guided += len(replaced)
         self.last_replaced = frozenset(replaced)
+        self.last_too_long = too_long
         return replaced
 
     def _solved(self, row: dict[str, Any], completions: Sequence[list[int]]) -> bool:

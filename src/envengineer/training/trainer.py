@@ -102,6 +102,9 @@ def _guided(base: type, guide: SolverGuide) -> type:
             self._metrics["train"]["guidance/groups_guided"].append(
                 len(replaced) * self.num_generations / len(rows)
             )
+            self._metrics["train"]["guidance/groups_too_long"].append(
+                guide.last_too_long * self.num_generations / len(rows)
+            )
             return completion_ids, logprobs
 
     return GuidedGRPOTrainer
