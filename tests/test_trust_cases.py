@@ -204,6 +204,18 @@ def test_mixed_arms_pool_only_when_asked_and_say_so(
     assert "## Arms (runs that differ only in their seeds)" in (out / "compare.md").read_text()
 
 
+def test_runs_from_another_round0_configuration_are_not_seeds_of_one_arm(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = _seed_copy(runs["greedy"], tmp_path, 3)
+    exp = yaml.safe_load((other / "experiment.yaml").read_text())
+    exp["seeds"]["config"] = exp["seeds"].get("config", 0) + 1  # --seed never sets it: another experiment
+    (other / "experiment.yaml").write_text(yaml.safe_dump(exp))
+    rehash_ledger(other)
+    assert main(["compare", "--arm", f"a={runs['greedy']},{other}", "--out", str(tmp_path / "out")]) == 2
+    assert "are different experiments (seeds.config differ)" in _one_line_error(capsys)
+
+
 # -- case 3 and the seed bound: --seed, --set seeds.* ---------------------------------------------------
 def test_seed_and_set_of_the_same_seed_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(PLUMBING), "--set", "seeds.data=5", "--seed", "3", "--dry-run"]) == 2

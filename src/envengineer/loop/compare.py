@@ -14,10 +14,12 @@
   ``allocation.png``: each run's data allocation across map sizes per round, side by side (Fig. 7).
 
 How runs are grouped into arms: by default two runs are in one arm when their experiments are the same
-except for ``seeds``, ``name`` and ``description``; the arm is named after the runs' common name with a
-trailing seed suffix (``-s1``, ``_seed2``, ``-3``) removed. ``arms={"NAME": [DIR, ...]}`` (``--arm
-NAME=DIR,DIR``) names arms explicitly instead; runs not named in any arm are then arms of their own. An
-explicit arm holds runs of one experiment too: runs that differ in anything but ``seeds``, ``name`` and
+except for the seeds ``--seed`` sets (``seeds.data``, ``training``, ``evaluation``; ``seeds.config``, the
+round-0 configuration's, must match), ``name`` and ``description``; the arm is named after the runs'
+common name with a trailing seed suffix (``-s1``, ``_seed2``, ``-3``) removed. ``arms={"NAME": [DIR,
+...]}`` (``--arm NAME=DIR,DIR``) names arms explicitly instead; runs not named in any arm are then arms of
+their own. An
+explicit arm holds runs of one experiment too: runs that differ in anything but those seeds, ``name`` and
 ``description`` are refused from one arm, naming the fields, unless ``mixed=True`` (``--mixed-arms``).
 """
 
@@ -36,12 +38,30 @@ from envengineer.errors import ConfigError
 from envengineer.loop.intervals import arm_intervals, intervals_markdown
 from envengineer.loop.report import RunRecord, _plt, _save, allocation, load_run, parsed_share, subset_scores
 from envengineer.loop.rundir import atomic_write_json, atomic_write_text
+from envengineer.loop.seeds import SEED_OPTION_KEYS
 
 log = logging.getLogger(__name__)
 
 _SEED_SUFFIX = re.compile(r"[-_.+](?:seed|s)?=?\d+$", re.I)
 #: Experiment fields that do not make two runs different arms (the seeds are what an arm varies).
 ARM_FREE_FIELDS = ("seeds", "name", "description")
+
+
+def _shared_part(experiment: Mapping[str, Any]) -> dict[str, Any]:
+    """The experiment without what an arm may vary: its name, description and the seeds ``--seed`` sets.
+    ``seeds.config`` (the round-0 configuration's) stays: runs from other starting configurations are
+    other experiments, not seeds of one.
+
+    >>> _shared_part({"name": "a-s1", "rounds": 2, "seeds": {"config": 0, "data": 1}})
+    {'rounds': 2, 'seeds': {'config': 0}}
+    """
+    rest = {k: v for k, v in experiment.items() if k not in ARM_FREE_FIELDS}
+    seeds = experiment.get("seeds")
+    if isinstance(seeds, Mapping):
+        kept = {k: v for k, v in seeds.items() if k not in SEED_OPTION_KEYS}
+        if kept:
+            rest["seeds"] = kept
+    return rest
 
 
 @dataclass
@@ -136,9 +156,9 @@ def subsets_markdown(rows: list[dict[str, Any]]) -> str:
 
 # -- arms: several seeds per experiment --------------------------------------------------------------------
 def arm_key(experiment: Mapping[str, Any]) -> str:
-    """What two runs of one arm share: the experiment without its seeds, name and description."""
-    rest = {k: v for k, v in experiment.items() if k not in ARM_FREE_FIELDS}
-    return json.dumps(rest, sort_keys=True, default=str)
+    """What two runs of one arm share: the experiment without the seeds ``--seed`` sets, name and
+    description (:func:`_shared_part`)."""
+    return json.dumps(_shared_part(experiment), sort_keys=True, default=str)
 
 
 def arm_label(names: Sequence[str]) -> str:
@@ -202,6 +222,8 @@ def differing_fields(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 
     >>> differing_fields({"rounds": 2, "seeds": {"data": 0}}, {"rounds": 1, "seeds": {"data": 1}})
     ['rounds']
+    >>> differing_fields({"seeds": {"config": 0, "data": 0}}, {"seeds": {"config": 3, "data": 1}})
+    ['seeds.config']
     """
 
     def flat(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -209,7 +231,7 @@ def differing_fields(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
             return {k: v for key, value in data.items() for k, v in flat(value, f"{prefix}{key}.").items()}
         return {prefix.rstrip("."): data}
 
-    fa, fb = (flat({k: v for k, v in e.items() if k not in ARM_FREE_FIELDS}) for e in (a, b))
+    fa, fb = (flat(_shared_part(e)) for e in (a, b))
     missing = object()
     return sorted(k for k in fa.keys() | fb.keys() if fa.get(k, missing) != fb.get(k, missing))
 
