@@ -358,3 +358,18 @@ def test_score_reader_names_a_torn_utf8_line(tmp_path: Path) -> None:
     path.write_bytes(b'{"id": "a", "response": "ok"}\n{"id": "b", "response": "\xe2\x86')
     with pytest.raises(InstanceFormatError, match=r"r.jsonl:2: not valid UTF-8"):
         load_responses(path)
+
+
+def test_eval_gives_a_small_policy_the_budget_its_longest_answers_need(tmp_path):
+    import argparse
+
+    from envengineer.cli.eval import answer_budget
+    from envengineer.models.small_policy import init_policy
+    from envengineer.training.presets import load_preset
+
+    policy = init_policy(tmp_path / "p", size="tiny", seed=0)
+    args = argparse.Namespace(max_new_tokens=None, backend="hf", model=str(policy))
+    longest = load_preset("sft-small", "sft").max_completion_length
+    assert answer_budget(args) == longest > 569  # 5 agents on 10x10 in free-moves: 569 tokens
+    assert answer_budget(argparse.Namespace(max_new_tokens=None, backend="hf", model=None)) == 512
+    assert answer_budget(argparse.Namespace(max_new_tokens=64, backend="hf", model=str(policy))) == 64

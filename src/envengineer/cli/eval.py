@@ -60,7 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out", type=Path, default=None, help="output folder (default runs/eval/SET-BACKEND-MODEL)"
     )
     p.add_argument("--batch-size", type=int, default=8, help="conversations per generate call (default 8)")
-    p.add_argument("--max-new-tokens", type=int, default=512, help="token budget per response (default 512)")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="token budget per response (default 512; for a small policy, sft-small's answer budget, which "
+        "its longest answers fit: 5 agents on 10x10)",
+    )
     p.add_argument(
         "--temperature", type=float, default=0.7, help="sampling temperature, 0 = greedy (default 0.7)"
     )
@@ -168,6 +174,20 @@ def _default_out(args: argparse.Namespace) -> Path:
     return Path("runs") / "eval" / f"{set_name}{suffix}-{args.backend}-{slug}"
 
 
+def answer_budget(args: argparse.Namespace) -> int:
+    """``--max-new-tokens``, else 512, or for a small policy the answer budget of ``sft-small`` (its
+    scratchpad answers run to 569 tokens for 5 agents on 10x10, past 512)."""
+    from envengineer.models.small_policy import is_small_policy
+
+    if args.max_new_tokens is not None:
+        return args.max_new_tokens
+    if args.backend == "hf" and is_small_policy(args.model):
+        from envengineer.training.presets import load_preset
+
+        return load_preset("sft-small", "sft").max_completion_length
+    return 512
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from envengineer.evaluation import evaluate, stratified_subset
     from envengineer.models import SamplingParams, load_backend
@@ -186,7 +206,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     params = SamplingParams(
-        temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed
+        temperature=args.temperature, top_p=args.top_p, max_new_tokens=answer_budget(args), seed=args.seed
     )
     instances = stratified_subset(load_eval_set(args.eval_set), args.limit)
     unsolved = [i.id for i in instances if not i.solved]
