@@ -61,6 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=None, help="schedule length (default: by minutes)")
     p.add_argument("--rollout-batch", type=int, default=64)
     p.add_argument("--steps-per-rollout", type=int, default=2)
+    p.add_argument("--expert-rows", type=int, default=0, help="the solver's own rows per roll-in (teach)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--per-cell", type=int, default=16, help="held-out boards per size and wait subset")
     p.add_argument("--eval-agents", default="1,2,3")
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             learning_rate=args.lr,
             rollout_batch=args.rollout_batch,
             steps_per_rollout=args.steps_per_rollout,
+            expert_rows=args.expert_rows,
             temperature=args.temperature,
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,

@@ -51,6 +51,7 @@ def test_parse_seeds_reads_ranges_and_lists_in_order() -> None:
     assert parse_seeds("0,2,5") == [0, 2, 5]
     assert parse_seeds(" 3 , 0-1 ") == [3, 0, 1]
     assert parse_seeds("7") == [7]
+    assert parse_seeds("4294967294-4294967295") == [4294967294, 4294967295]  # the largest seeds
 
 
 @pytest.mark.parametrize(
@@ -63,6 +64,8 @@ def test_parse_seeds_reads_ranges_and_lists_in_order() -> None:
         ("-1", "not a seed"),
         ("", "not a seed"),
         ("0-5000", "more than"),
+        ("0-4294967296", r"seed 4294967296 is too large; seeds lie in \[0, 4294967295\]"),
+        ("99999999999", "too large"),
     ],
 )
 def test_parse_seeds_refuses_bad_text(text: str, words: str) -> None:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envengineer.mapf.instance import Instance
+from envengineer.mapf.prompt import build_messages
 from envengineer.training.dataset import plan_response, target_response
 from envengineer.training.teach import TeachSettings, teach, teach_row, written_plan
 
@@ -149,3 +150,19 @@ def test_a_loop_round_with_the_teach_learner_calls_the_teacher(tmp_path):
     assert record["preset"] == "teach" and record["steps"] == 7
     launched = load_experiment(path, {**small, "launch.stages": "subprocess"})
     assert any("learner 'teach'" in p for p in check_launch(launched))
+
+
+def test_an_expert_row_puts_the_loss_on_the_whole_answer(tmp_path):
+    from transformers import AutoTokenizer
+
+    from envengineer.models.hf import HFBackend
+    from envengineer.models.small_policy import init_policy
+    from envengineer.training.teach import _expert_row
+
+    policy = init_policy(tmp_path / "policy", size="tiny", seed=0)
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    backend = HFBackend.from_model(object(), tokenizer)
+    ids, first = _expert_row(backend, SWAP, "solver_free", "compact")
+    prompt = tokenizer(backend.render(build_messages(SWAP, style="compact")), add_special_tokens=False)
+    assert first == len(prompt["input_ids"]) and ids[-1] == tokenizer.eos_token_id
+    assert tokenizer.decode(ids[first:], skip_special_tokens=True) == target_response(SWAP, "solver_free")

@@ -18,7 +18,6 @@ read the folder like any local checkpoint. Everything that takes a model and is 
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import logging
@@ -26,11 +25,10 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from envengineer.models.base import ModelError
-from envengineer.models.cache import cache_root
+from envengineer.models.cache import cache_root, exclusive_lock
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +93,7 @@ def embedded_model_path(*, convert: bool = True) -> Path:
         )
     source = gguf_path()
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(folder.parent / f".{FOLDER_NAME}.lock"):
+    with exclusive_lock(folder.parent / f".{FOLDER_NAME}.lock"):
         if is_converted(folder):  # another process converted it while we waited
             return folder
         if folder.exists():  # a folder without the completion marker is not ours to trust
@@ -160,22 +158,6 @@ def _write_converted(source: Path, out: Path) -> None:
         "model": "HuggingFaceTB/SmolLM2-135M-Instruct (de-quantised from Q4_1)",
     }
     (out / SOURCE_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-
-
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    """An exclusive inter-process lock on ``path`` (no-op where ``fcntl`` is unavailable)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def is_embedded_name(name: str | None) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from envengineer.errors import ConfigError
-from envengineer.loop.experiment import Experiment, load_experiment, parse_override
+from envengineer.loop.experiment import SEED_LIMIT, Experiment, load_experiment, parse_override
 from envengineer.loop.rundir import RunDir
 from envengineer.loop.seeds import with_seed
 
@@ -67,10 +67,12 @@ def parse_seeds(text: str) -> list[int]:
     seeds: list[int] = []
     for part in str(text).split(","):
         part = part.strip()
-        m = re.fullmatch(r"(\d{1,9})(?:\s*-\s*(\d{1,9}))?", part)
+        m = re.fullmatch(r"(\d{1,30})(?:\s*-\s*(\d{1,30}))?", part)
         if not m:
             raise ConfigError(f"--seeds {text!r}: {part!r} is not a seed or a range (e.g. 0-4 or 0,2,5)")
         lo, hi = int(m.group(1)), int(m.group(2) if m.group(2) is not None else m.group(1))
+        if hi >= SEED_LIMIT:
+            raise ConfigError(f"--seeds {text!r}: seed {hi} is too large; seeds lie in [0, {SEED_LIMIT - 1}]")
         if hi < lo:
             raise ConfigError(f"--seeds {text!r}: the range {part} runs backwards; write {hi}-{lo}")
         if len(seeds) + hi - lo + 1 > MAX_SEEDS:

@@ -54,12 +54,19 @@ __all__ = ["TeachRow", "TeachSettings", "teach", "teach_round", "teach_row", "wr
 class TeachSettings(BaseModel):
     """The learner's settings (defaults: the small policy on a CPU; docs/training.md)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     minutes: float = Field(5.0, gt=0, description="stop after this much wall time (roll-ins included)")
     max_steps: int = Field(2000, ge=1, description="optimizer steps: the learning-rate schedule's length")
     rollout_batch: int = Field(64, ge=1, description="boards the policy answers per roll-in")
     steps_per_rollout: int = Field(2, ge=1, description="optimizer steps after each roll-in")
+    expert_rows: int = Field(
+        0,
+        ge=0,
+        description="rows of the solver's own plans (as the warm-start learns them, loss on the whole "
+        "answer) added to the buffer per roll-in, from boards apart from the roll-ins': DAgger's first data "
+        "set kept in the mix, at no generation cost",
+    )
     batch_size: int = Field(32, ge=1, description="rows per optimizer step, drawn from the buffer")
     buffer: int = Field(2048, ge=1, description="the most recent labelled rows kept (DAgger's data set)")
     learning_rate: float = Field(1e-3, gt=0, description="peak learning rate (AdamW)")
@@ -192,14 +199,16 @@ def teach(
 
     buffer: list[tuple[list[int], int]] = []  # (prompt + target ids, first id under the loss)
     records: list[dict[str, Any]] = []
-    step = cursor = unlabelled = 0
+    step = unlabelled = 0
     deadline = t_start + 60.0 * cfg.minutes
     while step < cfg.max_steps and time.perf_counter() < deadline:
         t0 = time.perf_counter()
-        boards = [instances[(cursor + x) % len(instances)] for x in range(cfg.rollout_batch)]
-        cursor += cfg.rollout_batch
+        # roll-in boards from the front of the list, the solver's own rows from its back
+        boards = _window(instances, len(records) * cfg.rollout_batch, cfg.rollout_batch, 1)
+        expert = _window(instances, -1 - len(records) * cfg.expert_rows, cfg.expert_rows, -1)
         rollin = replace(params, seed=cfg.seed + len(records))
         rows, encoded, failed = _roll_in(backend, boards, rollin, target, style)
+        encoded += [_expert_row(backend, board, target, style) for board in expert]
         unlabelled += failed
         buffer = (buffer + encoded)[-cfg.buffer :]
         t1 = time.perf_counter()
@@ -294,6 +303,20 @@ def _roll_in(
         if not row.done:
             encoded.append(_encode(tokenizer, backend.render(conv), row, eos))
     return rows, encoded, failed
+
+
+def _window(instances: Sequence[Instance], start: int, count: int, direction: int) -> list[Instance]:
+    """``count`` boards from ``start`` on in ``direction`` (1 or -1), cycling through the list."""
+    return [instances[(start + direction * x) % len(instances)] for x in range(count)]
+
+
+def _expert_row(backend: Any, board: Instance, target: str, style: str) -> tuple[list[int], int]:
+    """The solver's own plan for ``board`` as the warm-start learns it: the loss on the whole answer."""
+    from envengineer.training.dataset import target_response
+
+    row = TeachRow(target_response(board, target), 0, False, 0, 0, None)
+    prompt = backend.render(build_messages(board, style=style))
+    return _encode(backend.tokenizer, prompt, row, backend.tokenizer.eos_token or "")
 
 
 def _rollin_stats(rows: Sequence[tuple[Instance, str, TeachRow]]) -> dict[str, float]:

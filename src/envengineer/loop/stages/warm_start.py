@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from envengineer.loop.seeds import round_seed
 from envengineer.loop.state import Loop
 from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.instance import Instance
+from envengineer.models.cache import exclusive_lock
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +28,8 @@ def run(loop: Loop) -> tuple[dict[str, Any], dict[str, Any]]:
     d = loop.rd.root / "warm_start"
     instances = data(loop, d)
     cache = cache_dir(loop.exp, instances) if ws.cache else None
-    if cache is not None and (cache / "record.json").exists():
-        record = read_json(cache / "record.json")
-        record["cached_from"] = str(cache)
-        log.info("warm-start: reusing %s (same model, settings, seeds and data)", cache)
-    else:
+
+    def train() -> dict[str, Any]:
         release_shared_backend()
         train_seed = loop.exp.seeds.training if ws.seed is None else ws.seed
         result = loop.comps.warm_starter(
@@ -43,9 +41,9 @@ def run(loop: Loop) -> tuple[dict[str, Any], dict[str, Any]]:
             max_steps=ws.max_steps,
         )
         seed = round_seed(loop.exp.seeds.data if ws.seed is None else ws.seed, "warm_start", 0)
-        record = train_record(result, model_in=loop.exp.model, seed=seed, preset=ws.preset, epochs=None)
-        if cache is not None:
-            record = store(cache, record)
+        return train_record(result, model_in=loop.exp.model, seed=seed, preset=ws.preset, epochs=None)
+
+    record = cached(cache, train)
     atomic_write_json(d / "metrics.json", record)
     loop.warm_checkpoint = record["checkpoint"]
     return {"metrics": d / "metrics.json", "checkpoint": record["checkpoint"]}, {
@@ -116,6 +114,8 @@ def cache_dir(exp: Experiment, instances: Sequence[Instance]) -> Path:
     key = {
         "version": __version__,
         "model": exp.model,
+        # a local folder by what it holds: a policy initialised again at the same path is another model
+        "model_files": folder_digest(Path(exp.model)) if exp.model and Path(exp.model).is_dir() else None,
         # policy:SIZE starts from the current default format: a new default is a new warm-start
         "policy_format": DEFAULT_FORMAT if is_policy_name(exp.model) else None,
         "warm_start": exp.warm_start.model_dump(mode="json", exclude={"enabled", "cache"}),
@@ -125,6 +125,34 @@ def cache_dir(exp: Experiment, instances: Sequence[Instance]) -> Path:
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_root() / "warm_start" / digest
+
+
+def folder_digest(folder: Path) -> str:
+    """A digest of every file in ``folder`` (names and bytes, in name order)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cached(cache: Path | None, train: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The record kept in ``cache``, else ``train()``'s, stored there. One process at a time per key (a
+    lock beside the entry): runs that start together in lanes train the warm-start once, the others wait
+    and reuse it."""
+    if cache is None:
+        return train()
+    with exclusive_lock(cache.parent / f"{cache.name}.lock"):
+        if (cache / "record.json").exists():
+            record = read_json(cache / "record.json")
+            record["cached_from"] = str(cache)
+            log.info("warm-start: reusing %s (same model and its files, settings, seeds and data)", cache)
+            return record
+        return store(cache, train())
 
 
 def store(cache: Path, record: dict[str, Any]) -> dict[str, Any]:
