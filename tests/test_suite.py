@@ -110,6 +110,14 @@ def test_set_overrides_rename_the_run(capsys: pytest.CaptureFixture[str]) -> Non
     assert override_name("x", {"seeds.data": 1, "seeds.training": 2}) == "x-data-1-training-2"
     assert override_name("x", {"model": "/models/Qwen 3/4B"}) == "x-model-_models_Qwen_3_4B"
     assert len(override_name("n" * 118, {"engineer.kind": "random"})) <= 120
+    # a long --set list is cut, but never the seed suffix, and never into another run's name
+    many = {f"validation.k{i}": "v" * 12 for i in range(7)}
+    s0, s1 = (
+        override_name("cpu-policy-main-fixed", {**many, "seeds.data": s, "seeds.training": s}) for s in (0, 1)
+    )
+    assert s0.endswith("-s0") and s1.endswith("-s1") and len(s0) <= 120 and s0[:-3] == s1[:-3]
+    other = override_name("cpu-policy-main-fixed", {**many, "validation.k6": "w" * 12, "seeds.data": 0})
+    assert other.endswith("-s0") and other != s0
     path = str(ROOT / "experiments/cpu/main-self.yaml")
     assert main(["run", path, "--set", "engineer.kind=fixed", "--dry-run"]) == 0
     out = capsys.readouterr().out

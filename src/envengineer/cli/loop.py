@@ -365,7 +365,10 @@ def override_name(name: str, overrides: dict) -> str:
     >>> override_name("cpu-main-fixed", {"seeds.data": 2, "seeds.training": 2})
     'cpu-main-fixed-s2'
     """
+    from envengineer.sweep.tasks import fit_name
+
     parts = []
+    tail = ""
     seeds = {k: v for k, v in overrides.items() if str(k).startswith("seeds.")}
     others = {k: v for k, v in overrides.items() if k not in seeds}
     for key, value in others.items():
@@ -373,11 +376,11 @@ def override_name(name: str, overrides: dict) -> str:
     if seeds:
         values = {str(v) for v in seeds.values()}
         if len(values) == 1:
-            parts.append(f"s{values.pop()}")
+            tail = "-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", f"s{values.pop()}")  # kept whatever the length
         else:
             parts += [f"{str(k).rsplit('.', 1)[-1]}-{v}" for k, v in seeds.items()]
     suffix = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
-    return f"{name}-{suffix}"[:120].rstrip("-_.") if suffix else name
+    return fit_name(f"{name}-{suffix}".rstrip("-_.") if suffix else name, tail)
 
 
 def _minutes(seconds: float | None) -> str:

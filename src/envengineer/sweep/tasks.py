@@ -126,9 +126,29 @@ def make_task(
     return SweepTask(**{**task.__dict__, "num_cpus": cpus, "num_gpus": gpus})
 
 
+#: The longest run name (a folder name under ``runs/``).
+MAX_NAME = 120
+
+
+def fit_name(stem: str, tail: str = "") -> str:
+    """``stem + tail`` within :data:`MAX_NAME` characters; a stem that must be cut keeps a hash of what was
+    cut off, and the tail (a seed suffix) always stays, so that two runs never share a name by the cut.
+
+    >>> name = fit_name("a" * 200, "-s1")
+    >>> len(name), name.endswith("-s1"), name != fit_name("a" * 199 + "b", "-s1")
+    (120, True, True)
+    """
+    if len(stem) + len(tail) <= MAX_NAME:
+        return stem + tail
+    import hashlib
+
+    digest = hashlib.sha256(stem.encode()).hexdigest()[:8]
+    return stem[: MAX_NAME - len(tail) - len(digest) - 1].rstrip("-_.") + "-" + digest + tail
+
+
 def seeded_name(name: str, seed: int | None) -> str:
     """``NAME-sSEED`` (the name ``envengineer run --seed`` gives and ``compare`` groups into arms)."""
-    return name if seed is None else f"{name}-s{seed}"[:120]
+    return name if seed is None else fit_name(name, f"-s{seed}")
 
 
 def file_tasks(
