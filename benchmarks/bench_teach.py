@@ -57,10 +57,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sizes", default="3,4,5,6,7,8", help="sizes of the training boards")
     p.add_argument("--samples", type=int, default=24000, help="training boards generated (cycled if used up)")
     p.add_argument("--seed", type=int, default=0, help="seed of the training boards and of the learner")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (both learners)")
-    p.add_argument("--max-steps", type=int, default=None, help="schedule length (default: by minutes)")
+    p.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (both learners)")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="schedule length (default: by minutes, 37 a minute for teach, 95 for sft: 2 cores' rates)",
+    )
     p.add_argument("--rollout-batch", type=int, default=64)
-    p.add_argument("--steps-per-rollout", type=int, default=2)
+    p.add_argument("--steps-per-rollout", type=int, default=4)
     p.add_argument("--expert-rows", type=int, default=0, help="the solver's own rows per roll-in (teach)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--per-cell", type=int, default=16, help="held-out boards per size and wait subset")
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.learner == "teach":
         cfg = TeachSettings(
             minutes=args.minutes,
-            max_steps=args.max_steps or 100_000,
+            max_steps=args.max_steps or int(37 * args.minutes),  # the rate planned on 2 cores
             learning_rate=args.lr,
             rollout_batch=args.rollout_batch,
             steps_per_rollout=args.steps_per_rollout,
@@ -153,7 +158,7 @@ def supervised(args: argparse.Namespace, model: str, train: list[Instance], out:
             if time.perf_counter() - self.start >= args.minutes * 60:
                 control.should_training_stop = True
 
-    steps = args.max_steps or int(args.minutes * 60 / 0.45)  # this machine's SFT step, measured
+    steps = args.max_steps or int(95 * args.minutes)  # this machine's SFT steps a minute, measured
     result = sft(
         model,
         train,

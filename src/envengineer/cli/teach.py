@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--minutes", type=pos_float, default=None, help="wall time (default 5)")
     p.add_argument("--max-steps", type=pos_int, default=None, help="optimizer steps: the schedule's length")
     p.add_argument("--temperature", type=float, default=None, help="roll-in temperature (default 0: greedy)")
-    p.add_argument("--learning-rate", type=pos_float, default=None, help="peak learning rate (default 1e-3)")
+    p.add_argument("--learning-rate", type=pos_float, default=None, help="peak learning rate (default 5e-4)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the learner and the generator")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.set_defaults(func=cmd_teach)

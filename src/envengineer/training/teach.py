@@ -57,9 +57,11 @@ class TeachSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     minutes: float = Field(5.0, gt=0, description="stop after this much wall time (roll-ins included)")
-    max_steps: int = Field(2000, ge=1, description="optimizer steps: the learning-rate schedule's length")
+    max_steps: int = Field(
+        150, ge=1, description="optimizer steps: the schedule's length (about 5 minutes on 2 CPU cores)"
+    )
     rollout_batch: int = Field(64, ge=1, description="boards the policy answers per roll-in")
-    steps_per_rollout: int = Field(2, ge=1, description="optimizer steps after each roll-in")
+    steps_per_rollout: int = Field(4, ge=1, description="optimizer steps after each roll-in")
     expert_rows: int = Field(
         0,
         ge=0,
@@ -69,7 +71,7 @@ class TeachSettings(BaseModel):
     )
     batch_size: int = Field(32, ge=1, description="rows per optimizer step, drawn from the buffer")
     buffer: int = Field(2048, ge=1, description="the most recent labelled rows kept (DAgger's data set)")
-    learning_rate: float = Field(1e-3, gt=0, description="peak learning rate (AdamW)")
+    learning_rate: float = Field(5e-4, gt=0, description="peak learning rate (AdamW)")
     warmup_steps: int = Field(10, ge=0, description="linear warm-up steps, then cosine decay to 0")
     temperature: float = Field(0.0, ge=0, description="roll-in sampling temperature; 0 answers greedily")
     max_new_tokens: int = Field(640, ge=1, description="longest answer of a roll-in, in tokens")
