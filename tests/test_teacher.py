@@ -9,10 +9,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from envengineer.errors import InstanceFormatError
+from envengineer.errors import InstanceFormatError, UnsolvableInstance
 from envengineer.mapf.instance import MOVES, Cell
 from envengineer.mapf.solver import paths_to_actions, solve
 from envengineer.mapf.solver.teacher import END, complete, label
+from test_solver import random_board
 
 OPEN3 = ["...", "...", "..."]
 SWAP = ([(0, 0), (0, 2)], [(0, 2), (0, 0)])  # SPEC §2.3: optimal SoC 6
@@ -199,20 +200,13 @@ def _meets(a0, a1, b0, b1):
 
 
 def _random_board(rng, n, k):
+    """A random solvable board (``test_solver``'s draw) with its solution."""
     while True:
-        holes = rng.random((n, n)) < rng.uniform(0.0, 0.35)
-        grid = ["".join("H" if holes[r, c] else "." for c in range(n)) for r in range(n)]
-        free = [(r, c) for r in range(n) for c in range(n) if not holes[r, c]]
-        if len(free) < k + 2:
+        grid, starts, goals = random_board(rng, n, k)
+        try:
+            return grid, starts, goals, solve(grid, starts, goals)
+        except UnsolvableInstance:  # not what this test is about
             continue
-        starts = [free[i] for i in rng.permutation(len(free))[:k]]
-        goals = [free[i] for i in rng.permutation(len(free))[:k]]
-        if all(s != g for s, g in zip(starts, goals, strict=True)):
-            try:
-                sol = solve(grid, starts, goals)
-            except Exception:
-                continue
-            return grid, starts, goals, sol
 
 
 def _random_prefix(rng, grid, starts, goals, sol):

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from envengineer.argtypes import nonneg_int, pos_float, pos_int
+from envengineer.cli.train import add_exclude
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     data.add_argument(
         "--instances", type=Path, metavar="FILE", help="train on these solved instances instead"
     )
-    p.add_argument(
-        "--exclude",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="instance file whose boards must not be trained on (repeatable); with --round the packaged "
-        "benchmark's boards are always excluded",
-    )
+    add_exclude(p)
     p.add_argument("--minutes", type=pos_float, default=None, help="wall time (default 5)")
     p.add_argument("--max-steps", type=pos_int, default=None, help="optimizer steps: the schedule's length")
     p.add_argument("--temperature", type=float, default=None, help="roll-in temperature (default 0: greedy)")

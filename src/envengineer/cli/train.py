@@ -96,6 +96,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="TRACKERS",
         help="TRL's trackers, e.g. tensorboard or tensorboard,wandb (overrides the preset's report_to)",
     )
+    add_exclude(p)
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+
+
+def add_exclude(p: argparse.ArgumentParser) -> None:
+    """``--exclude FILE`` (repeatable): boards that must not be trained on (``train``, ``sft``, ``teach``)."""
     p.add_argument(
         "--exclude",
         type=Path,
@@ -106,7 +112,6 @@ def _common(p: argparse.ArgumentParser) -> None:
         "validation_set.jsonl or a benchmark file; with --round the packaged benchmark's boards are "
         "always excluded, with --instances the file's instances on these boards are dropped",
     )
-    p.add_argument("--out", type=Path, required=True, help="output folder")
 
 
 def held_out_hashes(files: Sequence[Path], *, benchmark: bool = True) -> frozenset[str]:

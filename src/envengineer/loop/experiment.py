@@ -335,8 +335,9 @@ class WarmStartSettings(_Model):
     )
     cache: bool = Field(
         default=False,
-        description="Reuse a warm-start trained with identical model, settings, seeds and data (kept in the "
-        "user cache, ~/.cache/envengineer/warm_start/), so experiments sharing it pay for it once.",
+        description="Reuse a warm-start trained with identical model (a local folder: the same files), "
+        "settings, seeds and data (kept in the user cache, ~/.cache/envengineer/warm_start/), so experiments "
+        "sharing it pay for it once; runs that start together train it once under a lock.",
     )
     hole_ratio: float = Field(
         default=0.2, ge=0.0, le=0.5, description="Hole ratio of every size (uniform config)."
