@@ -1,8 +1,8 @@
 """The solver teaches the policy on its own answers: DAgger with an exact teacher.
 
 A warm-started policy learns every line of the joint plan after the solver's earlier lines, never after its
-own, so one wrong move early on compounds (docs/training.md, "The policy learns from its own plans"). This
-learner labels the states the policy itself reaches:
+own, so one wrong move early on compounds (docs/training.md, "The solver teaches the policy on its own
+answers"). This learner labels the states the policy itself reaches:
 
 1. **Roll in.** The policy answers a batch of boards (greedy by default, as it answers in evaluation).
 2. **Label.** Its plan is read from the answer (the scratchpad lines, or the answer block for formats
@@ -16,8 +16,9 @@ learner labels the states the policy itself reaches:
 3. **Learn.** The loss covers the target from the token holding that first differing character to the
    end-of-sequence token: the teacher's move at the policy's own state, then the optimal rest of the plan.
    Answers that are already the target add nothing. Labelled rows join a buffer (DAgger's aggregated data
-   set, the most recent ``buffer`` rows) and every roll-in is followed by ``steps_per_rollout`` optimizer
-   steps on batches drawn from it.
+   set, the most recent ``buffer`` rows), with ``expert_rows`` of the solver's own plans of other boards
+   if asked, and every roll-in is followed by ``steps_per_rollout`` optimizer steps on batches drawn
+   from it.
 
 One roll-in costs a batch of generations and a few exact solves per answer (a bisection over the answer's
 moves); docs/training.md has the measured cost of a step. The loop is plain PyTorch, read top to bottom:
@@ -25,7 +26,7 @@ TRL's trainers learn from a fixed data set or from a teacher model's token distr
 is a search that rewrites the rest of the answer.
 
 Output folder: ``checkpoint/`` (weights and tokenizer, loadable like any other), ``metrics.json`` (the
-settings, one record per roll-in, timing) and ``manifest.jsonl`` when the caller writes one.
+settings, one record per roll-in, timing) and ``preset.yaml`` (the settings written out).
 """
 
 from __future__ import annotations
