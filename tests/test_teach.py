@@ -166,3 +166,18 @@ def test_an_expert_row_puts_the_loss_on_the_whole_answer(tmp_path):
     prompt = tokenizer(backend.render(build_messages(SWAP, style="compact")), add_special_tokens=False)
     assert first == len(prompt["input_ids"]) and ids[-1] == tokenizer.eos_token_id
     assert tokenizer.decode(ids[first:], skip_special_tokens=True) == target_response(SWAP, "solver_free")
+
+
+def test_labels_spell_plans_as_the_warm_start_does_wherever_the_kept_steps_allow():
+    canonical = target_response(SWAP, "solver_free")
+    # the policy's own first line is the warm-start's: the label is the warm-start's target itself
+    own = [_cells((0, 0), ["RIGHT", "RIGHT"]), _cells((0, 2), ["LEFT", "LEFT"])]
+    assert written_plan(canonical, scratchpad=True)[0][0] == ["RIGHT", "RIGHT"]
+    row = teach_row(SWAP, plan_response(SWAP, own, "solver_free"), target="solver_free", ended=True)
+    assert row.target == canonical
+    # another optimal first line (A0 around, A1 straight): kept as written, the rest the teacher's
+    other = [_cells((0, 0), ["DOWN", "RIGHT", "RIGHT", "UP"]), _cells((0, 2), ["LEFT", "UP"])]
+    row = teach_row(SWAP, plan_response(SWAP, other, "solver_free"), target="solver_free", ended=True)
+    lines, _ = written_plan(row.target, scratchpad=True)
+    assert lines[0] == ["DOWN", "RIGHT", "RIGHT", "UP"] and lines[1] == ["LEFT", "LEFT"]
+    assert row.target != canonical and (row.kept, row.fatal) == (6, True)

@@ -260,13 +260,16 @@ def joint_moves(
     return moves + (["wait"] if cell not in taken else [])
 
 
-def wait_instead_of_detours(instance: Instance, paths: Sequence[Sequence[tuple[int, int]]]) -> list[list]:
+def wait_instead_of_detours(
+    instance: Instance, paths: Sequence[Sequence[tuple[int, int]]], frozen: Sequence[int] | None = None
+) -> list[list]:
     """The same optimal plan with every detour that can become waits spelled as waits.
 
     An optimal joint plan may send an agent away and back (``UP DOWN``) where waiting twice costs the
     same: the solver picks either. A model that learns from both spellings learns to wander; this
     keeps one, waiting, wherever the plan stays valid at no higher sum of costs (each change is checked
-    by the validator, so the result is never worse than the plan it is given).
+    by the validator, so the result is never worse than the plan it is given). ``frozen[a]``: the first
+    cells of agent ``a``'s path that must stay as they are (a prefix the policy wrote).
 
     >>> inst = Instance("x", ("...", "...", "..."), ((0, 0),), ((0, 1),), 1, 1, 1)
     >>> wait_instead_of_detours(inst, [[(0, 0), (1, 0), (0, 0), (0, 1)]])
@@ -281,7 +284,10 @@ def wait_instead_of_detours(instance: Instance, paths: Sequence[Sequence[tuple[i
     while changed:
         changed = False
         for agent, path in enumerate(out):
+            keep = frozen[agent] if frozen is not None else 0
             for i, cell in enumerate(path):
+                if i + 1 < keep:
+                    continue  # the change would rewrite a frozen cell
                 last = max(t for t, c in enumerate(path) if c == cell)
                 if last <= i + 1 or all(c == cell for c in path[i:last]):
                     continue

@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from envengineer.errors import ConfigError, SolverBudgetExceeded
 from envengineer.mapf.instance import ACTIONS, Instance, agent_name
 from envengineer.mapf.prompt import build_messages
-from envengineer.mapf.solver.teacher import label_instance
+from envengineer.mapf.solver.teacher import END, label_instance
 from envengineer.mapf.validator import validate
 
 log = logging.getLogger(__name__)
@@ -147,15 +147,40 @@ def teach_row(instance: Instance, response: str, *, target: str, ended: bool) ->
         target: The response format (:data:`~envengineer.training.dataset.SFT_TARGETS`).
         ended: Whether the answer ended with the end-of-sequence token (else it ran out of tokens).
     """
-    from envengineer.training.dataset import plan_response
-
     written, open_last = written_plan(response, scratchpad=target != "solver")
     written = written[: instance.num_agents]
     lab = label_instance(instance, written, open_last=open_last)
-    text = plan_response(instance, lab.completion.paths, target)
+    text = _target_text(instance, target, written, lab)
     start = _common_prefix(response, text)
     done = start == len(text) == len(response) and ended
     return TeachRow(text, start, done, lab.kept, lab.total, lab.fatal)
+
+
+def _target_text(instance: Instance, target: str, written: list[list[str]], lab: Any) -> str:
+    """The label in the policy's format, in the warm-start's own spelling wherever the kept steps allow:
+    the warm-start's target itself (the solver's plan, detours spelled as waits) when it begins with the
+    kept steps, else the teacher's plan with the detours after the kept steps spelled as waits. Optimal
+    plans are many; a label that spells them as the warm-start did does not teach a second convention."""
+    from envengineer.training.dataset import plan_response, target_response, wait_instead_of_detours
+
+    kept: list[list[str]] = []
+    closed = True
+    for i, move in [(i, m) for i, line in enumerate(written) for m in (*line, END)][: lab.kept]:
+        if closed:
+            kept.append([])
+        closed = move == END
+        if not closed:
+            kept[i].append(move)
+    canonical = target_response(instance, target)
+    plan = written_plan(canonical, scratchpad=target != "solver")[0]
+    if all(plan[i] == line if closed or i < len(kept) - 1 else plan[i][: len(line)] == line
+           for i, line in enumerate(kept)):  # fmt: skip
+        return canonical
+    paths = lab.completion.paths
+    if target in ("solver", "solver_path"):  # these targets keep the solver's spelling as it is
+        return plan_response(instance, paths, target)
+    frozen = [len(line) + 1 for line in kept] + [0] * (len(paths) - len(kept))
+    return plan_response(instance, wait_instead_of_detours(instance, paths, frozen), target)
 
 
 def _common_prefix(a: str, b: str) -> int:
