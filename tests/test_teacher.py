@@ -12,8 +12,8 @@ import pytest
 from envengineer.errors import InstanceFormatError, UnsolvableInstance
 from envengineer.mapf.instance import MOVES, Cell
 from envengineer.mapf.solver import paths_to_actions, solve
-from envengineer.mapf.solver.teacher import END, complete, label
-from test_solver import random_board
+from envengineer.mapf.solver.teacher import complete, label, prefix_lines, writing_steps
+from test_solver import _free, random_board
 
 OPEN3 = ["...", "...", "..."]
 SWAP = ([(0, 0), (0, 2)], [(0, 2), (0, 0)])  # SPEC §2.3: optimal SoC 6
@@ -107,11 +107,6 @@ def test_label_of_a_cut_off_answer():
 
 
 # -- an independent oracle ---------------------------------------------------------------------------------
-def _free(grid: Sequence[str], cell: Cell) -> bool:
-    r, c = cell
-    return 0 <= r < len(grid) and 0 <= c < len(grid) and grid[r][c] == "."
-
-
 def _cells(start: Cell, line: Sequence[str]) -> list[Cell]:
     out = [start]
     for m in line:
@@ -286,14 +281,8 @@ def _same_cells(start, a, b):
 
 def _soc_of_prefix(grid, starts, goals, steps):
     """The best completion's SoC of the first ``steps`` in writing order (``None``: no valid plan)."""
-    lines, closed = [], True
-    for i, move in steps:
-        if closed:
-            lines.append([])
-        closed = move == END
-        if not closed:
-            lines[i].append(move)
-    c = complete(grid, starts, goals, lines, open_last=not closed)
+    lines, still_open = prefix_lines(steps)
+    c = complete(grid, starts, goals, lines, open_last=still_open)
     return None if c is None else c.soc
 
 
@@ -305,10 +294,8 @@ def test_labels_are_the_longest_optimal_prefix(seed):
         grid, starts, goals, sol = _random_board(rng, 3, int(rng.integers(2, 4)))
         written, open_last = _random_prefix(rng, grid, starts, goals, sol)
         lab = label(grid, starts, goals, written, open_last=open_last)
-        steps = [(i, m) for i, line in enumerate(written) for m in (*line, END)]
-        if open_last and steps:
-            steps.pop()
-        assert lab.total == len(steps)
+        steps = writing_steps(written, open_last=open_last)
+        assert lab.total == len(steps) == sum(map(len, written)) + len(written) - open_last
 
         scan = [_soc_of_prefix(grid, starts, goals, steps[:m]) for m in range(len(steps) + 1)]
         kept = max(m for m, s in enumerate(scan) if s == sol.soc)

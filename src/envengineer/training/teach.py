@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from envengineer.errors import ConfigError, SolverBudgetExceeded
 from envengineer.mapf.instance import ACTIONS, Instance, agent_name
 from envengineer.mapf.prompt import build_messages
-from envengineer.mapf.solver.teacher import END, label_instance
+from envengineer.mapf.solver.teacher import label_instance, prefix_lines, writing_steps
 from envengineer.mapf.validator import validate
 
 log = logging.getLogger(__name__)
@@ -163,17 +163,10 @@ def _target_text(instance: Instance, target: str, written: list[list[str]], lab:
     plans are many; a label that spells them as the warm-start did does not teach a second convention."""
     from envengineer.training.dataset import plan_response, target_response, wait_instead_of_detours
 
-    kept: list[list[str]] = []
-    closed = True
-    for i, move in [(i, m) for i, line in enumerate(written) for m in (*line, END)][: lab.kept]:
-        if closed:
-            kept.append([])
-        closed = move == END
-        if not closed:
-            kept[i].append(move)
+    kept, still_open = prefix_lines(writing_steps(written, open_last=False)[: lab.kept])
     canonical = target_response(instance, target)
     plan = written_plan(canonical, scratchpad=target != "solver")[0]
-    if all(plan[i] == line if closed or i < len(kept) - 1 else plan[i][: len(line)] == line
+    if all(plan[i] == line if not still_open or i < len(kept) - 1 else plan[i][: len(line)] == line
            for i, line in enumerate(kept)):  # fmt: skip
         return canonical
     paths = lab.completion.paths
@@ -329,7 +322,7 @@ def _roll_in(
             continue
         rows.append((board, ans.text, row))
         if not row.done:
-            encoded.append(_encode(tokenizer, backend.render(conv), row, eos))
+            encoded.append(_encode(tokenizer, backend.render(conv), row.target, row.start, eos))
     return rows, encoded, failed
 
 
@@ -342,9 +335,10 @@ def _expert_row(backend: Any, board: Instance, target: str, style: str) -> tuple
     """The solver's own plan for ``board`` as the warm-start learns it: the loss on the whole answer."""
     from envengineer.training.dataset import target_response
 
-    row = TeachRow(target_response(board, target), 0, False, 0, 0, None)
     prompt = backend.render(build_messages(board, style=style))
-    return _encode(backend.tokenizer, prompt, row, backend.tokenizer.eos_token or "")
+    return _encode(
+        backend.tokenizer, prompt, target_response(board, target), 0, backend.tokenizer.eos_token or ""
+    )
 
 
 def _rollin_stats(rows: Sequence[tuple[Instance, str, TeachRow]]) -> dict[str, float]:
@@ -398,13 +392,13 @@ def _lr_factor(step: int, cfg: TeachSettings) -> float:
     return 0.5 * (1.0 + np.cos(np.pi * min(1.0, progress)))
 
 
-def _encode(tokenizer: Any, prompt: str, row: TeachRow, eos: str) -> tuple[list[int], int]:
+def _encode(tokenizer: Any, prompt: str, target: str, start: int, eos: str) -> tuple[list[int], int]:
     """Prompt and target ids, and the index of the first id under the loss: the token that holds the
-    target's first character past the policy's agreement."""
+    target's character ``start`` (the first past the policy's agreement; 0: the whole answer)."""
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    enc = tokenizer(row.target + eos, add_special_tokens=False, return_offsets_mapping=True)
+    enc = tokenizer(target + eos, add_special_tokens=False, return_offsets_mapping=True)
     first = next(
-        (x for x, (_a, b) in enumerate(enc["offset_mapping"]) if b > row.start), len(enc["input_ids"]) - 1
+        (x for x, (_a, b) in enumerate(enc["offset_mapping"]) if b > start), len(enc["input_ids"]) - 1
     )
     return prompt_ids + enc["input_ids"], len(prompt_ids) + first
 

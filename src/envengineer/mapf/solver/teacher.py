@@ -38,12 +38,23 @@ from dataclasses import dataclass
 
 from envengineer.errors import InstanceFormatError, SolverBudgetExceeded
 from envengineer.mapf.instance import MOVES, Cell, Instance
-from envengineer.mapf.solver import DEFAULT_NODE_BUDGET, JOINT_SPACE_SOC, _search, check_limits, solve
+from envengineer.mapf.solver import DEFAULT_NODE_BUDGET, JOINT_SPACE_SOC, _cost, _search, check_limits, solve
+from envengineer.mapf.solver.cbs import _pair_conflicts
 from envengineer.mapf.solver.grid import _INF, _check_cell, _check_grid, paths_to_actions
 from envengineer.mapf.solver.joint import _plan_group
 from envengineer.mapf.solver.problem import _Budget, _Cons, _OutOfBudget, _plan, _Problem, _space
 
-__all__ = ["END", "Completion", "Label", "complete", "complete_instance", "label", "label_instance"]
+__all__ = [
+    "END",
+    "Completion",
+    "Label",
+    "complete",
+    "complete_instance",
+    "label",
+    "label_instance",
+    "prefix_lines",
+    "writing_steps",
+]
 
 #: The step that ends a line in :func:`label`'s writing order.
 END = "END"
@@ -177,28 +188,20 @@ def label(
         UnsolvableInstance, SolverBudgetExceeded: As :func:`~envengineer.mapf.solver.solve` raises for the
             board itself.
     """
-    steps = [(i, move) for i, line in enumerate(written) for move in (*line, END)]
-    if open_last and steps:
-        steps.pop()
-    optimum = solve(grid, starts, goals, node_budget=node_budget).soc
+    steps = writing_steps(written, open_last=open_last)
+    solution = solve(grid, starts, goals, node_budget=node_budget)
+    optimum = solution.soc
 
     def best(m: int) -> Completion | None:
-        lines: list[list[str]] = []
-        closed = True
-        for i, move in steps[:m]:
-            if closed:
-                lines.append([])
-            closed = move == END
-            if not closed:
-                lines[i].append(move)
-        return complete(grid, starts, goals, lines, open_last=not closed, node_budget=node_budget)
+        lines, still_open = prefix_lines(steps[:m])
+        return complete(grid, starts, goals, lines, open_last=still_open, node_budget=node_budget)
 
     lo, hi = 0, len(steps)  # an optimal plan begins with steps[:lo]; none begins with steps[:hi + 1]
     top = best(hi)
     if top is not None and top.soc == optimum:
         return Label(hi, hi, None, top)
-    found = best(0)
-    assert found is not None
+    # the empty prefix: the solver's own plan (solve() above), not a second search for another one
+    found = Completion(solution.paths, tuple(map(tuple, paths_to_actions(solution.paths))), optimum)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         c = best(mid)
@@ -213,6 +216,36 @@ def label(
 def label_instance(inst: Instance, written: Sequence[Sequence[str]], **kw: object) -> Label:
     """:func:`label` on an :class:`~envengineer.mapf.instance.Instance` (keywords pass through)."""
     return label(inst.grid, inst.starts, inst.goals, written, **kw)  # type: ignore[arg-type]
+
+
+def writing_steps(written: Sequence[Sequence[str]], *, open_last: bool) -> list[tuple[int, str]]:
+    """The written plan in writing order: ``(agent, move)`` for each move and ``(agent, END)`` for each
+    line's end (the last line's only when it is not ``open_last``).
+
+    >>> writing_steps([["RIGHT"], ["UP"]], open_last=True)
+    [(0, 'RIGHT'), (0, 'END'), (1, 'UP')]
+    """
+    steps = [(i, move) for i, line in enumerate(written) for move in (*line, END)]
+    if open_last and steps:
+        steps.pop()
+    return steps
+
+
+def prefix_lines(steps: Sequence[tuple[int, str]]) -> tuple[list[list[str]], bool]:
+    """The lines a prefix of :func:`writing_steps` holds, and whether its last line is still open.
+
+    >>> prefix_lines([(0, "RIGHT"), (0, "END"), (1, "UP")])
+    ([['RIGHT'], ['UP']], True)
+    """
+    lines: list[list[str]] = []
+    closed = True
+    for i, move in steps:
+        if closed:
+            lines.append([])
+        closed = move == END
+        if not closed:
+            lines[i].append(move)
+    return lines, not closed
 
 
 def _walk(grid: Sequence[str], n: int, start: int, line: Sequence[str], agent: int) -> list[int] | None:
@@ -233,22 +266,13 @@ def _walk(grid: Sequence[str], n: int, start: int, line: Sequence[str], agent: i
 
 
 def _written_conflict(cells: Sequence[Sequence[int]], n_final: int) -> bool:
-    """Whether two written lines collide; a final line rests on its last cell, an open one is known only
-    as far as it was written."""
-    for i in range(len(cells)):
-        for j in range(i + 1, len(cells)):
-            pi, pj = cells[i], cells[j]
-            open_i, open_j = i >= n_final, j >= n_final
-            last = max(len(pi), len(pj)) - 1
-            if open_i or open_j:
-                last = min(len(p) for p, o in ((pi, open_i), (pj, open_j)) if o) - 1
-            at_i = [pi[min(t, len(pi) - 1)] for t in range(last + 1)]
-            at_j = [pj[min(t, len(pj) - 1)] for t in range(last + 1)]
-            for t in range(last + 1):
-                if at_i[t] == at_j[t]:
-                    return True
-                if t < last and at_i[t] == at_j[t + 1] and at_j[t] == at_i[t + 1] and at_i[t] != at_i[t + 1]:
-                    return True
+    """Whether two written lines collide; a final line rests on its last cell, an open one (only the last
+    line can be) is known only as far as it was written."""
+    for j in range(1, len(cells)):
+        for i in range(j):
+            pi = cells[i][: len(cells[j])] if j >= n_final else cells[i]  # as far as the open line goes
+            if _pair_conflicts(pi, cells[j]):
+                return True
     return False
 
 
@@ -297,10 +321,5 @@ def _plan_rest(prob: _Problem, cons: list[_Cons], budget: _Budget) -> list[tuple
 
 def _completion(cells: Sequence[Sequence[int]], goals: Sequence[int], n: int) -> Completion:
     paths = tuple(tuple(divmod(c, n) for c in p) for p in cells)
-    soc = 0
-    for p, g in zip(cells, goals, strict=True):
-        t = len(p) - 1
-        while t > 0 and p[t - 1] == g:
-            t -= 1
-        soc += t
+    soc = sum(_cost(p, g) for p, g in zip(cells, goals, strict=True))
     return Completion(paths=paths, plan=tuple(map(tuple, paths_to_actions(paths))), soc=soc)
