@@ -61,3 +61,19 @@ def small_experiment(bench: Path, name: str, policy: str = "scripted:greedy", **
             **over,
         }
     )
+
+
+def small_overrides(sets: dict[str, Path]) -> dict[str, Any]:
+    """Overrides that shrink an experiment file to the small sets of :func:`write_small_sets` (its own
+    settings otherwise kept): 8 samples a round, one validation board per cell, the small benchmark."""
+    return {
+        "samples_per_round": 8,
+        "validation.per_cell": 1,
+        "validation.agents": [3],
+        "validation.max_size": 5,
+        "validation.limit": None,
+        "evaluation.benchmark_path": str(sets["benchmark"]),
+        "evaluation.benchmark_per_cell": None,
+        "evaluation.benchmark_limit": None,
+        "warm_start.samples": 4,
+    }

@@ -19,7 +19,7 @@ from envengineer.loop.components import Components, default_components
 from envengineer.loop.experiment import Experiment, load_experiment
 from envengineer.loop.rundir import ROUND_STAGES, RunDir, read_json
 from envengineer.loop.runner import run_experiment
-from small_sets import write_small_sets
+from small_sets import small_overrides, write_small_sets
 
 pytest.importorskip("envengineer.evaluation")
 
@@ -73,18 +73,7 @@ def evaluator(model: Any, instances: Any, *, out_dir: Path, **_: Any) -> Any:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_experiment_file_runs_the_loop(path: Path, sets: dict[str, Path], tmp_path: Path) -> None:
-    small = {
-        "samples_per_round": 8,
-        "validation.per_cell": 1,
-        "validation.agents": [3],
-        "validation.max_size": 5,
-        "validation.limit": None,
-        "evaluation.benchmark_path": str(sets["benchmark"]),
-        "evaluation.benchmark_per_cell": None,
-        "evaluation.benchmark_limit": None,
-        "warm_start.samples": 4,
-    }
-    exp = load_experiment(path, small)
+    exp = load_experiment(path, small_overrides(sets))
     full = load_experiment(path)
     assert (exp.engineer, exp.rounds, exp.warm_start.enabled) == (
         full.engineer,

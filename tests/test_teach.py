@@ -104,20 +104,13 @@ def test_a_loop_round_with_the_teach_learner_calls_the_teacher(tmp_path):
     from envengineer.loop.launch import check_launch
     from envengineer.loop.rundir import read_json
     from envengineer.loop.runner import run_experiment
-    from small_sets import write_small_sets
+    from small_sets import small_overrides, write_small_sets
 
     sets = write_small_sets(tmp_path / "sets", 41)
     path = Path(__file__).resolve().parents[1] / "experiments" / "cpu" / "policy-main-fixed.yaml"
     small = {
+        **small_overrides(sets),
         "rounds": 1,
-        "samples_per_round": 8,
-        "validation.per_cell": 1,
-        "validation.agents": [3],
-        "validation.max_size": 5,
-        "validation.limit": None,
-        "evaluation.benchmark_path": str(sets["benchmark"]),
-        "evaluation.benchmark_per_cell": None,
-        "evaluation.benchmark_limit": None,
         "warm_start.enabled": False,
         "training.learner": "teach",
         "training.teach": {"minutes": 2.0, "rollout_batch": 8},

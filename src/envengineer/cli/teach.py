@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from envengineer.argtypes import nonneg_int, pos_float, pos_int
-from envengineer.cli.train import add_exclude
+from envengineer.cli.train import add_data_source, add_exclude
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model", required=True, help="local checkpoint folder (e.g. a warm-start's OUT/checkpoint)"
     )
-    data = p.add_mutually_exclusive_group(required=True)
-    data.add_argument("--round", type=Path, metavar="ROUND.yaml", help="round configuration to generate from")
-    data.add_argument(
-        "--instances", type=Path, metavar="FILE", help="train on these solved instances instead"
-    )
+    add_data_source(p)
     add_exclude(p)
     p.add_argument("--minutes", type=pos_float, default=None, help="wall time (default 5)")
     p.add_argument("--max-steps", type=pos_int, default=None, help="optimizer steps: the schedule's length")

@@ -75,14 +75,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="hub id or local folder (e.g. Qwen/Qwen3-4B for the GPU preset); default: the embedded "
         "SmolLM2-135M",
     )
-    data = p.add_mutually_exclusive_group(required=True)
-    data.add_argument("--round", type=Path, metavar="ROUND.yaml", help="round configuration to generate from")
-    data.add_argument(
-        "--instances",
-        type=Path,
-        metavar="FILE",
-        help="train on these solved instances instead (.jsonl[.gz]; what the round loop launches)",
-    )
+    add_data_source(p, "; what the round loop launches")
     p.add_argument(
         "--epochs", type=pos_float, default=None, help="epochs over the round's data (overrides the preset)"
     )
@@ -98,6 +91,18 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     add_exclude(p)
     p.add_argument("--out", type=Path, required=True, help="output folder")
+
+
+def add_data_source(p: argparse.ArgumentParser, note: str = "") -> None:
+    """``--round ROUND.yaml`` or ``--instances FILE``, one required (``train``, ``sft``, ``teach``)."""
+    data = p.add_mutually_exclusive_group(required=True)
+    data.add_argument("--round", type=Path, metavar="ROUND.yaml", help="round configuration to generate from")
+    data.add_argument(
+        "--instances",
+        type=Path,
+        metavar="FILE",
+        help=f"train on these solved instances instead (.jsonl[.gz]{note})",
+    )
 
 
 def add_exclude(p: argparse.ArgumentParser) -> None:
