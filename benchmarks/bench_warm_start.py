@@ -91,6 +91,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-agents", default="1,2,3", help="agent counts of the held-out sets")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=0, help="seed of the policy and of the training boards")
+    p.add_argument(
+        "--save-every",
+        type=int,
+        default=0,
+        help="also save a checkpoint every this many steps (sft/trainer/checkpoint-STEP), to measure the "
+        "curve of a long run afterwards with bench_teach.py --learner none (0: only the last)",
+    )
     p.add_argument("--out", type=Path, default=None, help="work folder (default: a temporary folder)")
     p.add_argument("--json", type=Path, default=None, help="also write the record here")
     return p.parse_args(argv)
@@ -229,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         preset["length_group_batches"] = args.length_groups
     if args.max_completion_length:
         preset["max_completion_length"] = args.max_completion_length
+    if args.save_every:
+        preset["sft"].update(save_strategy="steps", save_steps=args.save_every, save_only_model=True)
     load = os.getloadavg()[0]
 
     class Budget(TrainerCallback):

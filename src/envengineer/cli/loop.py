@@ -299,20 +299,22 @@ def cmd_suite(args: argparse.Namespace) -> int:
         + (f" (--only {', '.join(args.only)})" if args.only else "")
         + f", {totals['repeats_saved']} repeats skipped -> {args.out}/NAME"
     )
-    print("| run | files | rounds | engineer | GRPO steps | responses | time on 2 CPU cores |")
+    print("| run | files | rounds | engineer | training steps | responses | time on 2 CPU cores |")
     print("|---|---|---|---|---|---|---|")
     for r in runs:
         p = r.plan
         files_text = ", ".join(f.stem for f in r.files)
         print(
             f"| {r.name} | {files_text} | {p['rounds']} | {_engineer_text(p)} | "
-            f"{p['grpo_steps']} | {p['eval_responses']} | {_minutes(p['cpu_seconds'])} |"
+            f"{_steps_text(p)} | {p['eval_responses']} | {_minutes(p['cpu_seconds'])} |"
         )
     known = [r.plan["cpu_seconds"] for r in runs if r.plan["cpu_seconds"] is not None]
     unknown = len(runs) - len(known)
     print(
         f"total: {totals['grpo_steps']:,} GRPO steps (each file on its own: "
-        f"{totals['grpo_steps_without_dedup']:,}), {totals['training_instances']:,} training instances, "
+        f"{totals['grpo_steps_without_dedup']:,}), "
+        + (f"{totals['sft_steps']:,} SFT steps, " if totals["sft_steps"] else "")
+        + f"{totals['training_instances']:,} training instances, "
         f"{totals['eval_responses']:,} evaluation responses (at most {totals['eval_tokens']:,} generated "
         f"tokens), {totals['engineer_calls']} engineer calls"
     )
@@ -481,7 +483,31 @@ def _print_plan(exp: object, out: Path) -> None:
         )
 
 
+def _steps_text(p: dict) -> str:
+    """A plan's training steps for the suite's table: ``N GRPO``, ``N SFT`` (learner sft) or ``teach``."""
+    if p["training"] == "SFT":
+        return f"{p['sft_steps']} SFT"
+    return "teach" if p["training"] == "teach" else f"{p['grpo_steps']} GRPO"
+
+
 def _print_training(p: dict, steps: int | None) -> None:
+    if p["training"] == "SFT":
+        sft = p["sft_steps_per_round"]
+        print(
+            f"  training:    {p['training_instances']} instances, "
+            + (
+                f"{p['sft_steps']} SFT steps on the solver's plans ({sft} per round)"
+                if sft is not None
+                else "SFT steps unknown (training preset not readable)"
+            )
+        )
+        return
+    if p["training"] == "teach":
+        print(
+            f"  training:    {p['training_instances']} instances, the solver teaches the policy on its own "
+            "answers (learner teach)"
+        )
+        return
     print(
         f"  training:    {p['training_instances']} instances, "
         + (

@@ -1,9 +1,10 @@
 """The loop's parts that do real work, behind small protocols, and their default wiring.
 
-The trainer, the warm starter, the evaluator, the engineer factory and the generator are injectable
-(:class:`Components`) so that tests run the whole loop with fakes; :func:`default_components` wires the
-real ones, imported lazily. One loaded model backend is shared between a round's validation and the
-``self`` engineer (:func:`shared_backend`) and released before training needs the memory.
+The round learners (GRPO, SFT, teach), the warm starter, the evaluator, the engineer factory and the
+generator are injectable (:class:`Components`) so that tests run the whole loop with fakes;
+:func:`default_components` wires the real ones, imported lazily. One loaded model backend is shared
+between a round's validation and the ``self`` engineer (:func:`shared_backend`) and released before
+training needs the memory.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class Trainer(Protocol):
-    """One GRPO round; returns a record with ``checkpoint``, ``metrics``, ``steps``, ``seconds``."""
+    """One training round (GRPO, or SFT for ``training.learner: sft``); returns a record with
+    ``checkpoint``, ``metrics``, ``steps``, ``seconds``."""
 
     def __call__(
         self,
@@ -89,6 +91,7 @@ class Components:
     """The parts of the loop that do real work; ``None`` fields take :func:`default_components`' value."""
 
     trainer: Trainer | None = None
+    sft_trainer: Trainer | None = None
     teacher: Trainer | None = None
     evaluator: Evaluator | None = None
     engineer_factory: EngineerFactory | None = None
@@ -98,11 +101,12 @@ class Components:
 
 
 def default_components() -> Components:
-    """The real trainer (TRL GRPO), evaluator (model backends), engineers and generator."""
+    """The real learners (TRL GRPO, TRL SFT, teach), evaluator (model backends), engineers and generator."""
     from envengineer.mapf.generator import generate_round
 
     return Components(
         trainer=_default_trainer,
+        sft_trainer=_default_sft_trainer,
         teacher=_default_teacher,
         evaluator=_default_evaluator,
         engineer_factory=_default_engineer_factory,
@@ -125,6 +129,24 @@ def _default_trainer(
 
     return train_round(
         model, instances, out_dir=out_dir, preset=preset, epochs=epochs, seed=seed, max_steps=max_steps
+    )
+
+
+def _default_sft_trainer(
+    model: str | None,
+    instances: Sequence[Instance],
+    *,
+    out_dir: Path,
+    preset: str,
+    epochs: float,
+    seed: int,
+    max_steps: int | None,
+) -> Any:
+    """A round of ``training.learner: sft``: the warm-start's learner on the round's boards."""
+    from envengineer.training.sft import sft
+
+    return sft(
+        model, instances, out_dir=out_dir, preset=preset, seed=seed, epochs=epochs, max_steps=max_steps
     )
 
 

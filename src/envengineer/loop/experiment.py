@@ -229,22 +229,22 @@ class Seeds(_Model):
         default=0, ge=0, lt=SEED_LIMIT, description="Seed of the round-0 random default configuration."
     )
     data: int = Field(default=0, ge=0, lt=SEED_LIMIT, description="Base seed of each round's training data.")
-    training: int = Field(
-        default=0, ge=0, lt=SEED_LIMIT, description="Base seed of each round's GRPO training."
-    )
+    training: int = Field(default=0, ge=0, lt=SEED_LIMIT, description="Base seed of each round's training.")
     evaluation: int = Field(
         default=0, ge=0, lt=SEED_LIMIT, description="Sampling seed of evaluation and LLM engineers."
     )
 
 
 class TrainingSettings(_Model):
-    """One training round per loop round: GRPO (the default) or the solver teaching the policy."""
+    """One training round per loop round: GRPO (the default), supervised fine-tuning on the solver's plans,
+    or the solver teaching the policy on its own answers."""
 
-    learner: Literal["grpo", "teach"] = Field(
+    learner: Literal["grpo", "sft", "teach"] = Field(
         default="grpo",
-        description="grpo: one GRPO round through TRL with `preset`; teach: the exact solver labels the "
-        "policy's own answers to the round's boards and the policy learns them (DAgger, `teach`, "
-        "in the loop's process; docs/training.md).",
+        description="grpo: one GRPO round through TRL with `preset`; sft: supervised fine-tuning on the "
+        "exact solver's optimal plans of the round's boards (TRL SFTTrainer, the warm-start's learner) with "
+        "`preset`; teach: the exact solver labels the policy's own answers to the round's boards and the "
+        "policy learns them (DAgger, `teach`, in the loop's process; docs/training.md).",
     )
     teach: TeachSettings = Field(
         default_factory=TeachSettings,
@@ -252,13 +252,18 @@ class TrainingSettings(_Model):
     )
     preset: str = Field(
         default="cpu",
-        description="Training preset: a shipped preset name (cpu, gpu, ...) or a YAML file path.",
+        description="Training preset: a shipped preset name (cpu, gpu, small, ...) or a YAML file path, read "
+        "as a GRPO preset for learner grpo and as an SFT preset for learner sft (cpu: sft-cpu, small: "
+        "sft-small); learner teach ignores it.",
     )
     enabled: bool = Field(
         default=True, description="False skips training (a recorded no-op); the model stays the starting one."
     )
     max_steps: int | None = Field(
-        default=None, ge=1, description="Cap on GRPO optimiser steps per round (None: the epochs decide)."
+        default=None,
+        ge=1,
+        description="Cap on optimiser steps per round (GRPO or SFT; teach: replaces its settings' max_steps; "
+        "None: the epochs decide).",
     )
     report_to: list[str] | None = Field(
         default=None,
@@ -272,6 +277,15 @@ class TrainingSettings(_Model):
         from envengineer.integrations.trackers import normalize_report_to
 
         return normalize_report_to(v)
+
+    @property
+    def preset_kind(self) -> Literal["grpo", "sft"]:
+        """The kind ``preset`` is read as: ``sft`` for learner sft, else ``grpo`` (teach does not read it).
+
+        >>> TrainingSettings(learner="sft").preset_kind, TrainingSettings().preset_kind
+        ('sft', 'grpo')
+        """
+        return "sft" if self.learner == "sft" else "grpo"
 
 
 class LaunchSettings(_Model):
@@ -398,12 +412,14 @@ class Experiment(_Model):
         description="Training instances generated per round (4,000 in the paper).",
     )
     epochs_per_round: float = Field(
-        default=2, gt=0, le=100, description="GRPO epochs over each round's data."
+        default=2, gt=0, le=100, description="Epochs over each round's data (learners grpo and sft)."
     )
     num_agents: int = Field(
         default=2, ge=1, le=16, description="Agents per training instance (2 in the paper)."
     )
-    training: TrainingSettings = Field(default_factory=TrainingSettings, description="The GRPO round.")
+    training: TrainingSettings = Field(
+        default_factory=TrainingSettings, description="The training round (GRPO, SFT or teach)."
+    )
     warm_start: WarmStartSettings = Field(
         default_factory=WarmStartSettings, description="Optional supervised warm-start before round 0."
     )

@@ -1,4 +1,5 @@
-"""Each round's heavy stages as their own processes: training (GRPO, the SFT warm-start) and GPU evaluation.
+"""Each round's heavy stages as their own processes: training (GRPO, SFT, the SFT warm-start) and GPU
+evaluation.
 
 The loop itself stays one process (one ledger writer, one engineer). With ``launch.stages: subprocess``
 (``auto`` picks it for multi-process, accelerate/DeepSpeed or vLLM experiments) a training round is::
@@ -7,7 +8,8 @@ The loop itself stays one process (one ledger writer, one engineer). With ``laun
         --instances ROUND/train/instances.jsonl.gz --out ROUND/train --grpo PRESET --epochs E --seed S ...
 
 (``torchrun --standalone --nproc_per_node N -m envengineer.cli train ...`` without an accelerate config,
-``python -m envengineer.cli train ...`` for one process), and a vLLM evaluation is
+``python -m envengineer.cli train ...`` for one process; ``envengineer.cli sft ... --preset PRESET`` for
+``training.learner: sft``), and a vLLM evaluation is
 ``python -m envengineer.loop.stages evaluate ...``. Every stage returns its GPU memory when its process
 exits, which an in-process vLLM engine never does. A stage whose process fails is started again
 ``launch.retries`` times (training restarts the round; evaluation resumes its ``responses.jsonl``); then
@@ -120,7 +122,7 @@ def check_launch(exp: Experiment) -> list[str]:
     if uses_subprocesses(exp) and exp.training.learner == "teach":
         problems.append(
             "training.learner 'teach' runs in the loop's process (a CPU learner for small policies); "
-            "set launch.stages to inprocess or use learner 'grpo'"
+            "set launch.stages to inprocess or use learner 'grpo' or 'sft'"
         )
     if uses_subprocesses(exp) and kind != "python":
         module = {"accelerate": "accelerate", "torchrun": "torch"}[kind]
@@ -132,6 +134,11 @@ def check_launch(exp: Experiment) -> list[str]:
 
 
 # -- commands ----------------------------------------------------------------------------------------------
+def round_command(exp: Experiment) -> str:
+    """The ``envengineer`` subcommand of a launched round: ``sft`` for learner sft, else ``train``."""
+    return "sft" if exp.training.learner == "sft" else "train"
+
+
 def launch_prefix(launch: LaunchSettings) -> list[str]:
     """The launcher part of a training command, up to and including ``-m``."""
     kind = launcher(launch)
@@ -251,7 +258,8 @@ class SubprocessTrainer:
 
 
 class SubprocessWarmStarter(SubprocessTrainer):
-    """The warm-start as ``envengineer.cli sft`` in its own process(es)."""
+    """Supervised fine-tuning as ``envengineer.cli sft`` in its own process(es): the warm-start, and each
+    round of ``training.learner: sft``."""
 
     kind = "sft"
 
@@ -287,6 +295,7 @@ def subprocess_components(exp: Experiment, run_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if uses_subprocesses(exp):
         out["trainer"] = SubprocessTrainer(exp)
+        out["sft_trainer"] = SubprocessWarmStarter(exp)
         out["warm_starter"] = SubprocessWarmStarter(exp)
     if evaluates_in_subprocess(exp):
         out["evaluator"] = SubprocessEvaluator(Path(run_dir) / "experiment.yaml", exp.launch.retries)
@@ -320,7 +329,7 @@ def planned_commands(exp: Experiment, run_dir: Path) -> list[tuple[str, str]]:
         d = rd.round_dir(r) / "train"
         if uses_subprocesses(exp) and exp.trains:
             cmd = train_command(
-                exp, "train", model=model, instances=d / "instances.jsonl.gz", out_dir=d,
+                exp, round_command(exp), model=model, instances=d / "instances.jsonl.gz", out_dir=d,
                 preset=exp.training.preset, seed=round_seed(exp.seeds.training, "training", r),
                 epochs=exp.epochs_per_round, max_steps=exp.training.max_steps,
             )  # fmt: skip

@@ -48,8 +48,9 @@ def preflight(experiment: Experiment, *, own_engineer: bool = False) -> None:
             ladder.from_options(exp.engineer.options)
         except (ConfigError, TypeError, ValueError) as exc:
             problems.append(f"engineer.options: {exc}")
+    reads_preset = exp.trains and exp.rounds > 0 and exp.training.learner != "teach"  # teach ignores it
     for needed, section, preset, kind in (
-        (exp.trains and exp.rounds > 0, "training.preset", exp.training.preset, "grpo"),
+        (reads_preset, "training.preset", exp.training.preset, exp.training.preset_kind),
         (exp.warm_start.enabled and not exp.scripted, "warm_start.preset", exp.warm_start.preset, "sft"),
     ):
         if not needed:
@@ -65,7 +66,9 @@ def preflight(experiment: Experiment, *, own_engineer: bool = False) -> None:
                 f"{section}: the training extra is missing ({exc.name}); pip install 'envengineer[train]'"
             )
         except ConfigError as exc:
-            problems.append(f"{section}: {exc}")
+            learner_sft = section == "training.preset" and kind == "sft"
+            hint = " (learner 'sft' reads training.preset as an SFT preset, e.g. sft-small)"
+            problems.append(f"{section}: {exc}" + (hint if learner_sft else ""))
     problems.extend(_small_policy_problems(exp))
     scripted_engineer = None if own_engineer else exp.scripted_engineer_problem()
     if scripted_engineer:
@@ -153,7 +156,12 @@ def _small_policy_problems(exp: Experiment) -> list[str]:
 
 
 def plan(experiment: Experiment) -> dict[str, Any]:
-    """What a run will do and cost, without doing it: instances, GRPO steps, evaluation responses."""
+    """What a run will do and cost, without doing it: instances, GRPO or SFT steps, evaluation responses.
+
+    ``grpo_steps*`` count GRPO steps only (0 unless ``training.learner`` is grpo), ``sft_steps*`` the rounds'
+    SFT steps (0 unless it is sft; the warm-start's are under ``warm_start``); ``None`` per round when the
+    training preset cannot be read.
+    """
     from envengineer.mapf.benchmark import SUBSETS, cells
 
     exp = experiment
@@ -167,7 +175,9 @@ def plan(experiment: Experiment) -> dict[str, Any]:
     benchmark_size = bench_cells * len(SUBSETS) * per_cell
     if exp.evaluation.benchmark_limit is not None:
         benchmark_size = min(benchmark_size, exp.evaluation.benchmark_limit)
-    steps_per_round, batch = grpo_steps(exp)
+    learner = exp.training.learner
+    steps_per_round, batch = grpo_steps(exp) if learner == "grpo" else (0, {})
+    sft_per_round = sft_steps(exp) if exp.trains and learner == "sft" else 0
     validations = exp.rounds + int(v.start)  # the starting model's validation counts too
     p = {
         "name": exp.name,
@@ -179,10 +189,12 @@ def plan(experiment: Experiment) -> dict[str, Any]:
         "training_instances": exp.rounds * exp.samples_per_round,
         "training": "skipped (scripted policy)"
         if exp.scripted
-        else ("disabled" if not exp.trains else "GRPO"),
+        else ("disabled" if not exp.trains else _LEARNER_LABELS[learner]),
         "grpo_steps_per_round": steps_per_round if exp.trains else 0,
         "grpo_steps": (steps_per_round or 0) * exp.rounds if exp.trains else 0,
         "grpo_batch": batch,
+        "sft_steps_per_round": sft_per_round,
+        "sft_steps": (sft_per_round or 0) * exp.rounds,
         "warm_start": _warm_start_plan(exp),
         "validation_instances": validation_size,
         "benchmark_instances": benchmark_size,
@@ -193,6 +205,10 @@ def plan(experiment: Experiment) -> dict[str, Any]:
     }
     p["cpu_seconds"] = cpu_seconds_estimate(exp, p)
     return p
+
+
+#: What the plan calls each ``training.learner``.
+_LEARNER_LABELS = {"grpo": "GRPO", "sft": "SFT", "teach": "teach"}
 
 
 #: Seconds per unit of work for the embedded SmolLM2-135M with the shipped CPU presets, measured on an idle
@@ -224,6 +240,8 @@ SMALL_POLICY_CPU_RATES: dict[str, float] = {
 _MEASURED: dict[tuple[str | None, str, str], dict[str, float]] = {
     (None, "cpu", "sft-cpu"): CPU_RATES,
     ("policy:tiny", "grpo-small", "sft-small"): SMALL_POLICY_CPU_RATES,
+    # the packaged trainee is the same tiny policy; its rounds are SFT steps of the same shape
+    ("policy:trainee", "grpo-small", "sft-round"): SMALL_POLICY_CPU_RATES,
 }
 
 
@@ -239,17 +257,21 @@ def cpu_seconds_estimate(exp: Experiment, counts: dict[str, Any]) -> float | Non
         return 0.0
     if exp.engineer.kind == "openai":
         return None
+    learner = exp.training.learner
+    if exp.trains and learner == "teach":
+        return None  # no rate measured for the teach learner (it stops at its own time limit)
     rates = [
         r
         for (model, grpo, sft), r in _MEASURED.items()
         if exp.model == model
-        and (not exp.trains or exp.training.preset == grpo)
+        and (not exp.trains or exp.training.preset == (sft if learner == "sft" else grpo))
         and (not counts["warm_start"] or exp.warm_start.preset == sft)
     ]
     if not rates:
         return None
     r = rates[0]
     seconds = counts["grpo_steps"] * r["grpo_step"] + counts["eval_responses"] * r["eval_answer"]
+    seconds += counts["sft_steps"] * r["sft_step"]
     if exp.trains:
         seconds += exp.rounds * r["round_overhead"]
     if counts["warm_start"]:
@@ -327,3 +349,29 @@ def grpo_steps(exp: Experiment) -> tuple[int | None, dict[str, Any]]:
         "processes": world,
         "prompts_used_per_epoch": per_epoch * prompts_per_step,
     }
+
+
+def sft_steps(exp: Experiment) -> int | None:
+    """SFT optimiser steps per round of ``training.learner: sft`` (``None`` when the preset is unknown).
+
+    As transformers' Trainer counts them: ``ceil(samples / (per_device_train_batch_size * processes))``
+    batches an epoch, ``gradient_accumulation_steps`` of them a step (a short last step counts),
+    ``ceil(epochs_per_round * steps_per_epoch)`` steps, capped by the preset's ``max_steps`` and
+    ``training.max_steps``. 640 boards, one epoch, batch 32: 20 steps.
+    """
+    try:
+        from envengineer.training.presets import load_preset
+
+        sft = dict(load_preset(exp.training.preset, "sft").sft)
+    except Exception as exc:  # the plan must print even without the training extra
+        log.debug("cannot read the SFT training preset %r: %s", exp.training.preset, exc)
+        return None
+    world = exp.launch.processes if exp.launch.stages != "inprocess" else 1
+    batch = max(int(sft.get("per_device_train_batch_size", 8)), 1) * world
+    accum = max(int(sft.get("gradient_accumulation_steps", 1)), 1)
+    per_epoch = max(math.ceil(math.ceil(exp.samples_per_round / batch) / accum), 1)
+    steps = math.ceil(per_epoch * exp.epochs_per_round)
+    for cap in (sft.get("max_steps"), exp.training.max_steps):
+        if cap is not None and int(cap) > 0:
+            steps = min(steps, int(cap))
+    return steps

@@ -106,7 +106,7 @@ def _settings_md(run: RunRecord) -> list[str]:
         f"{exp.get('epochs_per_round'):g} |",
         f"| engineer | `{eng.get('kind')}`" + (f" (`{eng.get('model')}`)" if eng.get("model") else "") + " |",
         f"| context | {_context_text(ctx) if _is_llm(eng) else 'none (not a language model)'} |",
-        f"| training preset | `{exp.get('training', {}).get('preset')}` |",
+        f"| training | {_training_text(exp.get('training', {}))} |",
         f"| status | {'finished' if run.finished else 'in progress (or stopped): ' + _progress_text(run)} |",
         f"| time in finished stages | {_duration(sum(run.seconds.values()))} ("
         + ", ".join(f"{k.replace('_', '-')} {_duration(v)}" for k, v in run.seconds.items() if v)
@@ -116,12 +116,20 @@ def _settings_md(run: RunRecord) -> list[str]:
     return lines
 
 
+def _training_text(training: dict[str, Any]) -> str:
+    """The learner and its preset (the teach learner reads no preset)."""
+    learner = training.get("learner", "grpo")
+    if learner == "teach":
+        return "learner `teach` (settings `training.teach`)"
+    return f"learner `{learner}`, preset `{training.get('preset')}`"
+
+
 def _rounds_md(run: RunRecord) -> list[str]:
     """One row per round: where its configuration came from, its steps, stage times, validation."""
     lines = ["## Rounds", ""]
     if run.rounds:
         lines += [
-            "| round | configuration from | projection changes | fell back | GRPO steps | "
+            "| round | configuration from | projection changes | fell back | training steps | "
             "seconds: engineer / data / train / validation | validation parsed % | valid % | optimal % | "
             "tokens / answer |",
             "|---|---|---|---|---|---|---|---|---|---|",

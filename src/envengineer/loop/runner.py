@@ -5,7 +5,8 @@ Round ``r``:
 1. ``config`` — round 0 uses the random default ``round0_config(seeds.config)``; a later round asks the
    engineer, which reads the validation results of the rounds so far, and applies its projected proposal.
 2. ``data`` — ``generate_round`` from the configuration, never drawing a validation or benchmark board.
-3. ``train`` — one GRPO round from the previous round's checkpoint (round 0: the starting model).
+3. ``train`` — one training round (``training.learner``: GRPO by default, SFT on the solver's plans, or
+   teach) from the previous round's checkpoint (round 0: the starting model).
 4. ``validation`` — the round's checkpoint on the validation set.
 
 After the last round the final checkpoint is evaluated on the benchmark. The engineer therefore proposes

@@ -188,6 +188,7 @@ def suite_totals(runs: Sequence[SuiteRun], files: int) -> dict[str, Any]:
         "runs": len(runs),
         "repeats_saved": sum(len(r.files) - 1 for r in runs),
         "grpo_steps": grpo,
+        "sft_steps": sum(r.plan.get("sft_steps") or 0 for r in runs),
         "eval_responses": responses,
         "training_instances": sum(r.plan["training_instances"] for r in runs),
         "engineer_calls": sum(r.plan["engineer_calls"] for r in runs),

@@ -22,6 +22,36 @@ _REWARD_TEXT: dict[str, str] = {
     "dense": "credit for each validity check passed in order and for each agent that ends on its goal",
 }
 
+#: What each ``training.learner`` does (for the T=full context): its algorithm and its objective.
+_LEARNER_TEXT: dict[str, tuple[str, str]] = {
+    "grpo": (
+        "GRPO (group relative policy optimisation, TRL GRPOTrainer)",
+        "maximise the mean reward of sampled plans relative to their group "
+        "(advantage = reward minus the group mean, divided by the group's standard deviation)",
+    ),
+    "sft": (
+        "supervised fine-tuning on the exact solver's optimal plans (TRL SFTTrainer)",
+        "minimise the cross-entropy of the solver's optimal plan given the board (loss on the answer only)",
+    ),
+    "teach": (
+        "the exact solver teaches the policy on its own answers (DAgger): the policy answers the round's "
+        "boards, the solver keeps the longest start of each answer that an optimal plan begins with and "
+        "writes an optimal rest",
+        "minimise the cross-entropy of the solver's corrected plan from the policy's first mistake to the "
+        "end of the answer",
+    ),
+}
+
+#: The teach learner's settings shown as its hyper-parameters (``training.max_steps`` replaces max_steps).
+_TEACH_KEYS = (
+    "learning_rate",
+    "batch_size",
+    "rollout_batch",
+    "steps_per_rollout",
+    "temperature",
+    "max_steps",
+)
+
 _HYPER_KEYS = (
     "learning_rate",
     "num_generations",
@@ -169,31 +199,43 @@ def build_request(loop: Loop, r: int) -> Any:
 
 
 def training_details(loop: Loop, r: int) -> dict[str, Any]:
-    """Facts for the T module: bookkeeping keys always, the RL details (read only by ``T=full``) after.
+    """Facts for the T module: bookkeeping keys always, the training details (read only by ``T=full``) after.
 
-    Bookkeeping: ``total_rounds``, ``epochs``, ``num_samples``, ``num_agents``. Full adds ``algorithm``,
-    ``objective``, ``reward`` and ``hyperparameters`` (from the training preset when it is readable).
+    Bookkeeping: ``total_rounds``, ``epochs``, ``num_samples``, ``num_agents``. Full adds ``algorithm`` and
+    ``objective`` (by ``training.learner``), ``hyperparameters`` (from the training preset when it is
+    readable; the teach learner's from its settings) and, for GRPO, ``reward``.
     """
     exp = loop.exp
+    learner = exp.training.learner
+    algorithm, objective = _LEARNER_TEXT[learner]
     details: dict[str, Any] = {
         "total_rounds": exp.rounds,
         "epochs": exp.epochs_per_round,
         "num_samples": exp.samples_per_round,
         "num_agents": exp.num_agents,
-        "algorithm": "GRPO (group relative policy optimisation, TRL GRPOTrainer)",
-        "objective": "maximise the mean reward of sampled plans relative to their group "
-        "(advantage = reward minus the group mean, divided by the group's standard deviation)",
+        "algorithm": algorithm,
+        "objective": objective,
     }
+    if learner == "teach":
+        teach = exp.training.teach.model_dump()
+        if exp.training.max_steps:
+            teach["max_steps"] = exp.training.max_steps
+        details["hyperparameters"] = {k: teach[k] for k in _TEACH_KEYS}
+        return details
+    kind = exp.training.preset_kind
     try:
         from envengineer.training.presets import load_preset
 
-        preset = load_preset(exp.training.preset, "grpo")
+        preset = load_preset(exp.training.preset, kind)
     except Exception as exc:  # no training extra or an unreadable preset: bookkeeping works
         log.debug("training preset not readable for the full training details: %s", exc)
         return details
-    shape = getattr(preset, "reward_shape", None)
-    details["reward"] = f"{shape}: " + _REWARD_TEXT.get(str(shape), "the testbed's reward on validated plans")
-    hyper = {k: v for k, v in dict(getattr(preset, "grpo", {}) or {}).items() if k in _HYPER_KEYS}
+    if kind == "grpo":
+        shape = getattr(preset, "reward_shape", None)
+        details["reward"] = f"{shape}: " + _REWARD_TEXT.get(
+            str(shape), "the testbed's reward on validated plans"
+        )
+    hyper = {k: v for k, v in dict(getattr(preset, kind, {}) or {}).items() if k in _HYPER_KEYS}
     hyper["max_completion_length"] = getattr(preset, "max_completion_length", None)
     lora = getattr(preset, "lora", None)
     if lora is not None and getattr(lora, "enabled", False):

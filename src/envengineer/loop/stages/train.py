@@ -1,5 +1,7 @@
-"""Stage ``train``: one GRPO round (or, with ``training.learner: teach``, the solver teaching the policy on
-its own answers) from the previous checkpoint; skipped for a scripted policy."""
+"""Stage ``train``: one training round from the previous checkpoint, by ``training.learner``: ``grpo`` (a
+GRPO round through TRL, the default), ``sft`` (supervised fine-tuning on the exact solver's optimal plans of
+the round's boards, the warm-start's learner) or ``teach`` (the solver teaching the policy on its own
+answers); skipped for a scripted policy."""
 
 from __future__ import annotations
 
@@ -51,11 +53,14 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any], 
             max_steps=exp.training.max_steps,
         )
     else:
-        result = loop.comps.trainer(
+        learn = loop.comps.sft_trainer if exp.training.learner == "sft" else loop.comps.trainer
+        result = learn(
             state.model_in,
             instances(loop, r),
             out_dir=d,
-            preset=preset_with_report_to(exp.training.preset, exp.training.report_to),
+            preset=preset_with_report_to(
+                exp.training.preset, exp.training.report_to, exp.training.preset_kind
+            ),
             epochs=exp.epochs_per_round,
             seed=seed,
             max_steps=exp.training.max_steps,
