@@ -150,6 +150,10 @@ def test_the_plan_counts_sft_steps_for_the_sft_learner() -> None:
     p = plan(Experiment.from_dict(base))
     assert (p["sft_steps_per_round"], p["sft_steps"]) == (20, 60)  # 640 boards / batch 32
     assert (p["grpo_steps_per_round"], p["grpo_steps"], p["training"]) == (0, 0, "SFT")
+    assert p["probe_responses"] == 3 * 128  # training.probe's default, before each round
+    unprobed = plan(Experiment.from_dict({**base, "training": {**base["training"], "probe": 0}}))
+    assert unprobed["probe_responses"] == 0
+    assert p["eval_responses"] == unprobed["eval_responses"] + 3 * 128
     r = SMALL_POLICY_CPU_RATES  # policy:tiny with sft-small: the small policy's measured rates
     want = 60 * r["sft_step"] + p["eval_responses"] * r["eval_answer"] + 3 * r["round_overhead"]
     assert p["cpu_seconds"] == pytest.approx(want)

@@ -265,6 +265,18 @@ class TrainingSettings(_Model):
         description="Cap on optimiser steps per round (GRPO or SFT; teach: replaces its settings' max_steps; "
         "None: the epochs decide).",
     )
+    probe: int = Field(
+        default=128,
+        ge=0,
+        description="Learner sft only: before each round trains, the checkpoint it starts from answers this "
+        "many of the round's boards (taken round-robin over its map sizes, the first of each size in the "
+        "data's order) with the evaluation settings (backend, temperature, max_new_tokens; files in "
+        "round_NN/train/probe/), and the round records per size what it got right as metrics.json "
+        "['metrics']['sampled'] (completions, valid and optimal rates, the graded reward; no zero_std), the "
+        "signal GRPO's own samples give the learnability curriculum, the engineer's L module and the "
+        "report's diagnostics. About 0.07 s a board for the tiny small policy on 2 cores: 128 is about 9 s a "
+        "round. 0: no probe, nothing sampled is recorded (learnability falls back to validation rates).",
+    )
     report_to: list[str] | None = Field(
         default=None,
         description="Trackers for TRL's training logs and the loop's per-round metrics: tensorboard, wandb, "

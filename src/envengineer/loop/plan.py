@@ -179,6 +179,9 @@ def plan(experiment: Experiment) -> dict[str, Any]:
     steps_per_round, batch = grpo_steps(exp) if learner == "grpo" else (0, {})
     sft_per_round = sft_steps(exp) if exp.trains and learner == "sft" else 0
     validations = exp.rounds + int(v.start)  # the starting model's validation counts too
+    # an sft round first answers training.probe of its boards (what the learnability signals read)
+    sft_rounds = exp.trains and exp.training.learner == "sft"
+    probes = exp.rounds * min(exp.training.probe, exp.samples_per_round) if sft_rounds else 0
     p = {
         "name": exp.name,
         "model": exp.policy or exp.model or "embedded default (SmolLM2-135M-Instruct)",
@@ -198,9 +201,10 @@ def plan(experiment: Experiment) -> dict[str, Any]:
         "warm_start": _warm_start_plan(exp),
         "validation_instances": validation_size,
         "benchmark_instances": benchmark_size,
-        "eval_responses": validations * validation_size + benchmark_size,
+        "probe_responses": probes,
+        "eval_responses": validations * validation_size + benchmark_size + probes,
         "max_new_tokens": exp.evaluation.max_new_tokens,
-        "eval_tokens_upper_bound": (validations * validation_size + benchmark_size)
+        "eval_tokens_upper_bound": (validations * validation_size + benchmark_size + probes)
         * exp.evaluation.max_new_tokens,
     }
     p["cpu_seconds"] = cpu_seconds_estimate(exp, p)
