@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from envengineer.errors import EnvEngineerError
+from envengineer.errors import ConfigError, EnvEngineerError
 from envengineer.mapf.instance import Instance
 from envengineer.models import ChatBackend, Completion, ModelError, SamplingParams, load_backend
 
@@ -272,7 +272,7 @@ def test_hf_unreachable_hub_id_says_to_pass_a_local_path(monkeypatch: pytest.Mon
 
 def test_hf_broken_local_folder_says_what_is_missing(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ModelError, match=r"config\.json"):
+    with pytest.raises(ConfigError, match=r"empty: config\.json is missing"):  # before transformers reads it
         load_backend("hf", str(tmp_path / "empty"), device="cpu")
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from envengineer.models.base import Completion, Conversation, ModelError, SamplingParams, check_conversations
+from envengineer.models.policy_folder import check_model_folder
 from envengineer.models.small_policy import PROMPT_STYLE_KEY
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class HFBackend:
 
     Raises:
         ModelError: The model cannot be loaded (with what to change), or has no chat template.
+        ConfigError: A damaged local folder (:func:`~envengineer.models.policy_folder.check_model_folder`).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class HFBackend:
         else:
             torch_dtype = getattr(torch, dtype)
         kw: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+        check_model_folder(model)
         tokenizer = _from_pretrained(AutoTokenizer, model, **kw)
         if device.startswith("cuda"):
             kw["device_map"] = device  # load straight onto the GPU, not through CPU memory

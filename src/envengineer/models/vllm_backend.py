@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from envengineer.models.base import Completion, Conversation, ModelError, SamplingParams, check_conversations
+from envengineer.models.policy_folder import check_model_folder
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class VLLMBackend:
 
     Raises:
         ModelError: vLLM is not installed.
+        ConfigError: A damaged local folder (:func:`~envengineer.models.policy_folder.check_model_folder`).
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class VLLMBackend:
         seed: int = 0,
     ) -> None:
         vllm = import_vllm()
+        check_model_folder(model)
         kwargs: dict[str, Any] = {
             "model": model,
             "tensor_parallel_size": tensor_parallel_size,

@@ -387,10 +387,17 @@ def is_main_process() -> bool:
 
 
 def resolve_model_path(model: str | None) -> str:
-    """A local folder or hub id for ``model``; ``None`` or ``"embedded"`` give the embedded model's folder."""
-    from envengineer.models.embedded import resolve_model
+    """A local folder or hub id for ``model``; ``None`` or ``"embedded"`` give the embedded model's folder.
 
-    return resolve_model(model)
+    A local folder is checked first (:func:`~envengineer.models.policy_folder.check_model_folder`): a
+    damaged one is a :class:`ConfigError` that names the file, before transformers reads it.
+    """
+    from envengineer.models.embedded import resolve_model
+    from envengineer.models.policy_folder import check_model_folder
+
+    path = resolve_model(model)
+    check_model_folder(path)
+    return path
 
 
 def note_preset_model(preset: Any, model: str | None) -> None:

@@ -46,6 +46,7 @@ from envengineer.mapf.instance import ACTIONS, Instance, agent_name
 from envengineer.mapf.prompt import build_messages
 from envengineer.mapf.solver.teacher import label_instance, prefix_lines, writing_steps
 from envengineer.mapf.validator import validate
+from envengineer.models.policy_folder import check_model_folder
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +212,7 @@ def teach(
     cfg = settings or TeachSettings()
     if not instances:
         raise ConfigError("teach needs at least one training board")
+    check_model_folder(model)
     t_start = time.perf_counter()
     target = resolve_target(cfg.target, model)
     style = prompt_style_of(model) or "compact"
