@@ -88,14 +88,68 @@ def test_a_run_given_twice_or_through_a_link_or_a_copy_counts_once(a: Path, tmp_
     assert "counted once" in text and "± 0.00" not in text
 
 
-def test_runs_of_an_arm_with_the_same_seeds_are_warned_about(
-    base: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def _retimed_copy(src: Path, dst: Path) -> Path:
+    """A copy of a run whose ledger says it ran a second later: the same run, other ledger bytes."""
+    shutil.copytree(src, dst)
+    lines = [json.loads(line) for line in (dst / "ledger.jsonl").read_text().splitlines()]
+    for d in lines:
+        d["time"] = d["time"] + 1 if isinstance(d["time"], (int, float)) else d["time"] + " (copy)"
+    (dst / "ledger.jsonl").write_text("".join(json.dumps(d) + "\n" for d in lines))
+    return dst
+
+
+def _arms_n(out: Path) -> dict[str, int]:
+    return {name: len(dirs) for name, dirs in _record(out)["arms"].items()}
+
+
+@pytest.mark.parametrize("again", ["rerun", "copy"])
+def test_a_run_and_its_copy_are_one_seed_of_the_arm(
+    base: dict[str, Path], tmp_path: Path, again: str
 ) -> None:
+    """A run of the same experiment and seeds with the same scores (``run --seed 1`` twice, or a copy
+    whose ledger differs) is that run again: counted once, the note naming both directories."""
+    a = base["a"]
+    other = base["b"] if again == "rerun" else _retimed_copy(a, tmp_path / "copy")
+    assert (a / "ledger.jsonl").read_bytes() != (other / "ledger.jsonl").read_bytes()
     out = tmp_path / "out"
-    assert main(["compare", str(base["a"]), str(base["b"]), "--out", str(out)]) == 0
+    assert main(["compare", str(a), str(other), "--out", str(out)]) == 0
+    record = _record(out)
+    assert _arms_n(out) == {"t-cmp": 1} and [r["name"] for r in record["runs"]] == ["t-cmp"]
+    (note,) = record["warnings"]
+    copy = f"{other} is a copy of {a} (the same experiment, seeds and scores): counted once"
+    assert note == f"arm 't-cmp': {copy}"
+    text = (out / "compare.md").read_text()
+    assert note in text and "± 0.00" not in text and "not independent seeds" not in text
+
+
+def test_runs_of_an_arm_with_the_same_seeds_and_other_scores_are_warned_about(
+    base: dict[str, Path], tmp_path: Path
+) -> None:
+    b = tmp_path / "b"
+    shutil.copytree(base["b"], b)
+    path = b / "benchmark" / "scores.json"
+    scores = json.loads(path.read_text())
+    scores["table"]["3"]["sum"]["valid"] += 1.0  # the same seeds, another outcome (not reproducible)
+    path.write_text(json.dumps(scores))
+    rehash_ledger(b)
+    out = tmp_path / "out"
+    assert main(["compare", str(base["a"]), str(b), "--out", str(out)]) == 0
+    assert _arms_n(out) == {"t-cmp": 2}
     (warning,) = _record(out)["warnings"]
     assert "have the same seeds" in warning and "not independent seeds" in warning
     assert "have the same seeds" in (out / "compare.md").read_text()
+
+
+def test_two_seeds_with_the_same_scores_are_two_seeds(a: Path, tmp_path: Path) -> None:
+    other = tmp_path / "a-s7"
+    shutil.copytree(a, other)
+    exp = yaml.safe_load((other / "experiment.yaml").read_text())
+    exp["seeds"] = {**exp["seeds"], "data": 7, "training": 7, "evaluation": 7}
+    (other / "experiment.yaml").write_text(yaml.safe_dump(exp))
+    rehash_ledger(other)
+    out = tmp_path / "out"
+    compare_runs([a, other], out=out)
+    assert _arms_n(out) == {"t-cmp": 2} and _record(out)["warnings"] == []
 
 
 def test_hand_edited_scores_are_reported_not_averaged(a: Path, tmp_path: Path) -> None:

@@ -310,6 +310,29 @@ def test_lanes_default_to_one_per_core_for_cpu_runs_and_refuse_gpu_runs(tmp_path
     assert isinstance(lanes, LanesExecutor) and lanes.lanes == 2
 
 
+def test_more_lanes_than_cpus_run_as_asked_with_one_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    cpu = [make_task(PLUMBING, tmp_path / f"c{s}", name=f"c{s}", seed=s, sets=SMALL) for s in range(3)]
+    monkeypatch.setattr("envengineer.sweep.executors.usable_cpus", lambda: 2)
+    caplog.set_level("WARNING", logger="envengineer.sweep.executors")
+    lanes = make_executor("sequential", lanes="1000", tasks=cpu)
+    assert isinstance(lanes, LanesExecutor) and (lanes.lanes, lanes.threads) == (3, 1)  # one lane per run
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith("--lanes 1000 (3 lanes, one per run) on 2 usable CPU(s): the lanes oversub")
+    assert "each gets 1 thread" in warning and warning.endswith("--lanes 2 gives each lane a core")
+    caplog.clear()
+    assert make_executor("sequential", lanes="3", tasks=cpu).lanes == 3
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith("--lanes 3 on 2 usable CPU(s)")
+    caplog.clear()
+    for given in ("2", "1", None):  # as many lanes as cores or fewer, or the default: no warning
+        make_executor("sequential", lanes=given, tasks=cpu)
+    monkeypatch.setattr("envengineer.sweep.executors.usable_cpus", lambda: 8)
+    make_executor("sequential", lanes="1000", tasks=cpu)  # 3 lanes on 8 cores
+    assert caplog.records == []
+
+
 def test_a_ray_task_runs_with_one_thread_per_cpu_it_asks_for(tmp_path: Path) -> None:
     gpu = ROOT / "experiments" / "gpu" / "main-fixed.yaml"
     one = make_task(PLUMBING, tmp_path / "c", name="c", seed=0, sets=SMALL)

@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from envengineer.errors import ConfigError
+from envengineer.loop.compare_figures import allocation_figure, compare_figure
 from envengineer.loop.intervals import arm_intervals, intervals_markdown
-from envengineer.loop.report import RunRecord, _plt, _save, allocation, load_run, parsed_share, subset_scores
+from envengineer.loop.report import RunRecord, load_run, parsed_share, subset_scores
 from envengineer.loop.rundir import atomic_write_json, atomic_write_text
 from envengineer.loop.seeds import SEED_OPTION_KEYS
 
@@ -359,69 +360,6 @@ def _spread_text(s: Mapping[str, Any]) -> str:
     return f"{s['mean']:.2f} ± {std} [{s['min']:.2f}–{s['max']:.2f}]"
 
 
-# -- figures -----------------------------------------------------------------------------------------------
-def compare_figure(agents: list[str], rows: list[dict[str, Any]], path: Path) -> Path:
-    plt = _plt()
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11.0, 4.0))
-    width = 0.8 / max(len(rows), 1)
-    cmap = plt.get_cmap("tab10")
-    for i, row in enumerate(rows):
-        xs = [j - 0.4 + width * (i + 0.5) for j in range(len(agents))]
-        valid = [row["sums"].get(a, {}).get("valid", 0.0) for a in agents]
-        optimal = [row["sums"].get(a, {}).get("optimal", 0.0) for a in agents]
-        ax.bar(xs, valid, width=width * 0.95, color=cmap(i % 10), alpha=0.45)
-        ax.bar(xs, optimal, width=width * 0.95, color=cmap(i % 10), label=row["name"])
-        curve = row["validation_curve"]
-        if curve:
-            ax2.plot(
-                [c[0] for c in curve],
-                [c[1] for c in curve],
-                marker="o",
-                color=cmap(i % 10),
-                label=row["name"],
-            )
-    ax.set_xticks(range(len(agents)), [f"{a} agents" for a in agents])
-    ax.set_ylabel("benchmark Sum (%): light = valid, dark = optimal")
-    ax.legend(fontsize=8)
-    ax2.set_xlabel("round")
-    ax2.set_ylabel("validation valid (%)")
-    ax2.grid(alpha=0.3)
-    if any(r["validation_curve"] for r in rows):
-        ax2.legend(fontsize=8)
-    fig.suptitle("comparison of runs")
-    return _save(fig, path)
-
-
-def allocation_figure(runs: Sequence[RunRecord], path: Path) -> Path | None:
-    """Each run's data allocation across map sizes per round, one panel per run (the paper's Fig. 7)."""
-    data = [(run, *allocation(run)) for run in runs]
-    data = [d for d in data if d[1]]
-    if not data:
-        return None
-    plt = _plt()
-    sizes = sorted({n for d in data for n in d[2]})
-    cmap = plt.get_cmap("viridis")
-    colors = {n: cmap(i / max(len(sizes) - 1, 1)) for i, n in enumerate(sizes)}
-    fig, axes = plt.subplots(1, len(data), figsize=(2.2 + 2.4 * len(data), 4.0), sharey=True, squeeze=False)
-    for ax, (run, rounds, _, share) in zip(axes[0], data, strict=True):
-        bottom = [0.0] * len(rounds)
-        for n in sizes:
-            vals = share.get(n, [0.0] * len(rounds))
-            ax.bar(
-                range(len(rounds)), vals, bottom=bottom, color=colors[n], label=f"{n}x{n}", edgecolor="white"
-            )
-            bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-        ax.set_xticks(range(len(rounds)), [f"r{r}" for r in rounds])
-        ax.set_title(run.name, fontsize=9)
-        ax.set_ylim(0, 100)
-    axes[0][0].set_ylabel("share of the round's samples (%)")
-    handles, labels = axes[0][-1].get_legend_handles_labels()
-    fig.legend(handles, labels, title="size", loc="center right", fontsize=8)
-    fig.suptitle("data allocation across map sizes per round")
-    fig.tight_layout(rect=(0, 0, 1 - 0.9 / (2.2 + 2.4 * len(data)), 1))
-    return _save(fig, path, tight=False)
-
-
 # -- the command -------------------------------------------------------------------------------------------
 def unique_runs(dirs: Sequence[Path]) -> tuple[list[RunRecord], list[str]]:
     """Each run once: a directory given twice, a link to one given, or a copy of one (the same ledger
@@ -445,6 +383,45 @@ def unique_runs(dirs: Sequence[Path]) -> tuple[list[RunRecord], list[str]]:
             seen[k] = d
         runs.append(load_run(d))
     return runs, notes
+
+
+def _copy_key(run: RunRecord) -> str | None:
+    """What a run and its copy share: the experiment but for its name and description (so its seeds too)
+    and every score it holds; None for a run without scores (nothing to tell a copy by)."""
+    scores = {
+        "benchmark": run.benchmark,
+        "start": run.start_validation,
+        "rounds": [r.validation for r in run.rounds],
+    }
+    if run.benchmark is None and not any(r.validation for r in run.rounds):
+        return None
+    experiment = {k: v for k, v in run.experiment.items() if k not in ("name", "description")}
+    return json.dumps([experiment, scores], sort_keys=True, default=str)
+
+
+def drop_copies(arms: Sequence[Arm]) -> tuple[list[Arm], list[str]]:
+    """Each arm without the runs that repeat another of its runs: the same experiment, seeds and scores
+    (a copy whose ledger differs, or a rerun of the same seed) is that run again, not another seed, so it
+    is left out with a note naming both directories. Runs with the same seeds and other scores stay
+    (:func:`shared_seeds` warns about them). Returns the arms and the notes."""
+    out: list[Arm] = []
+    notes: list[str] = []
+    for arm in arms:
+        kept: list[RunRecord] = []
+        seen: dict[str, RunRecord] = {}
+        for r in arm.runs:
+            key = _copy_key(r)
+            if key is not None and key in seen:
+                notes.append(
+                    f"arm {arm.name!r}: {r.root} is a copy of {seen[key].root} (the same experiment, seeds "
+                    "and scores): counted once"
+                )
+                continue
+            if key is not None:
+                seen[key] = r
+            kept.append(r)
+        out.append(Arm(arm.name, kept))
+    return out, notes
 
 
 def shared_seeds(arms: Sequence[Arm]) -> list[str]:
@@ -477,7 +454,8 @@ def compare_runs(
 
     Args:
         run_dirs: The run directories (finished or not). Directories named in ``arms`` are added when
-            missing here; a directory given twice (or a link to it, or a copy of it) counts once.
+            missing here; a directory given twice (or a link to it, or a copy of it) counts once, and so
+            does a run of an arm with the same experiment, seeds and scores as another (:func:`drop_copies`).
         out: The output folder.
         arms: Explicit arms, ``{name: [run dirs]}``; None groups runs by experiment without the seeds.
         against: The reference arm: every other arm's difference to it, with its bootstrap interval.
@@ -505,7 +483,10 @@ def compare_runs(
             f"{mixtures[0]}; an arm holds runs of one experiment: give each experiment its own --arm, or "
             "pass --mixed-arms to pool them anyway"
         )
-    notes += mixtures + shared_seeds(grouped)
+    grouped, copies = drop_copies(grouped)
+    pooled = {id(r) for a in grouped for r in a.runs}
+    runs = [r for r in runs if id(r) in pooled]
+    notes += copies + mixtures + shared_seeds(grouped)
     damaged = [f"{r.root}: {d}" for r in runs for d in r.damaged]
     for note in notes + damaged:
         log.warning("%s", note)

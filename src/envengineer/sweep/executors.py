@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import socket
@@ -31,6 +32,8 @@ from typing import Any, Protocol
 from envengineer.errors import ConfigError, EnvEngineerError
 from envengineer.machine import usable_cpus
 from envengineer.sweep.tasks import SweepTask
+
+log = logging.getLogger(__name__)
 
 LOCK = ".sweep.lock"
 STATUS = "sweep.status.json"
@@ -250,12 +253,15 @@ def lane_count(lanes: int | None, tasks: Sequence[SweepTask], cpus: int | None =
     """How many of ``tasks`` run at once: ``lanes`` when given, else one per core; at most one per task.
 
     Lanes are for CPU runs: they share no GPUs out, so by default a sweep with a GPU run goes one at a
-    time, and ``--lanes`` above 1 with a GPU run is an error pointing to Ray.
+    time, and ``--lanes`` above 1 with a GPU run is an error pointing to Ray. More lanes than usable cores
+    (``cpus``, default :func:`usable_cpus`) run as asked, one thread each, with a warning that they
+    oversubscribe the machine.
 
     >>> lane_count(None, [], cpus=2)
     1
     """
     gpu_run = next((t for t in tasks if t.num_gpus > 0), None)
+    given = lanes
     if lanes is None:
         lanes = 1 if gpu_run is not None else cpus or usable_cpus()
     n = max(1, min(lanes, len(tasks)))
@@ -264,6 +270,14 @@ def lane_count(lanes: int | None, tasks: Sequence[SweepTask], cpus: int | None =
             f"--lanes {lanes}: {gpu_run.name} asks for {gpu_run.num_gpus:g} GPU(s) and lanes do not share "
             "GPUs out; use --executor ray (each run gets its own GPUs) or --lanes 1"
         )
+    have = cpus or usable_cpus()
+    if n > have:
+        asked = f"--lanes {given}" + (f" ({n} lanes, one per run)" if given != n else "")
+        log.warning(
+            "%s on %d usable CPU(s): the lanes oversubscribe this machine, each gets 1 thread and they "
+            "slow each other down; --lanes %d gives each lane a core",
+            asked, have, have,
+        )  # fmt: skip
     return n
 
 
