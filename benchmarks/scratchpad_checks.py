@@ -32,6 +32,8 @@ from pathlib import Path
 from bench_grpo import answer, held_out  # greedy answers in batches of 64; the held-out sets
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.validator import validate
+from envengineer.models import policy_formats
+from envengineer.models.policy_formats import POLICY_FORMATS, scratchpad_of
 from envengineer.models.small_policy import policy_format_of
 from envengineer.training.dataset import checked_moves
 
@@ -40,13 +42,15 @@ _CELL = re.compile(r"\((\d+),(\d+)\)")
 
 def classify(instance: Instance, text: str, scratchpad: str) -> str:
     """What the scratchpad of an answer shows: ``copy wrong``, ``check wrong``, ``move not listed``,
-    ``followed`` or ``no scratchpad`` (module docstring); ``scratchpad`` is one of :data:`SCRATCHPADS`."""
+    ``followed`` or ``no scratchpad`` (module docstring); ``scratchpad`` is one of :data:`SCRATCHPADS`,
+    read as its record (``envengineer.models.policy_formats.SCRATCHPADS``) says it is written."""
+    holds = scratchpad_of(scratchpad)
     if "<think>" not in text or "</think>" not in text:
         return "no scratchpad"
     walked: list[list[Cell]] = []  # the cells of the lines read so far
     verdict = "followed"
     for line in text.split("<think>", 1)[1].split("</think>", 1)[0].strip().splitlines():
-        read = _read_line(line.split()[1:], scratchpad in ("solver_timed_joint", "solver_timed_checks"))
+        read = _read_line(line.split()[1:], holds.times == "cells")
         if read is None:
             return "no scratchpad"
         cells, steps = read
@@ -57,18 +61,19 @@ def classify(instance: Instance, text: str, scratchpad: str) -> str:
                 w, e = next((w, e) for w, e in pairs if w != e)
                 return "copy wrong" if _CELL.fullmatch(w) and _CELL.fullmatch(e) else "check wrong"
             last = expected[max((k + 1 for k, w in enumerate(expected) if _CELL.fullmatch(w)), default=0) :]
-            joint = scratchpad in ("solver_joint", "solver_timed_joint") or (
-                scratchpad == "solver_timed_checks" and bool(walked)
-            )
-            if move.lower() not in last + ([] if joint else ["wait"]):  # a free-moves list never lists wait
+            # a joint list holds wait where staying is clear; a free-moves list never lists it
+            if move.lower() not in last + ([] if holds.joint_list(bool(walked)) else ["wait"]):
                 verdict = "move not listed"
         walked.append(cells)
     return verdict
 
 
 Cell = tuple[int, int]
-#: The scratchpads this script reads (of the formats free-moves, joint-moves, timed-joint, timed-checks).
-SCRATCHPADS = ("solver_free", "solver_joint", "solver_timed_joint", "solver_timed_checks")
+#: The scratchpads this script reads: those with a check before each move (of the formats free-moves,
+#: joint-moves, timed-joint, timed-checks), each time written before its cell where there are times.
+SCRATCHPADS = tuple(
+    name for name, holds in policy_formats.SCRATCHPADS.items() if holds.free_moves and holds.times != "steps"
+)
 
 
 def _read_line(words: list[str], timed: bool) -> tuple[list[Cell], list[tuple[list[str], str]]] | None:
@@ -104,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     spec = policy_format_of(args.checkpoint)
     if spec is None or spec.scratchpad not in SCRATCHPADS:
-        p.error(f"{args.checkpoint} is not a free-moves, joint-moves, timed-joint or timed-checks policy")
+        read = [name for name, f in POLICY_FORMATS.items() if f.scratchpad in SCRATCHPADS]
+        p.error(f"{args.checkpoint} is not a policy of a format this script reads ({', '.join(read)})")
     instances = held_out(args.per_cell, agents=args.agents)
     texts = answer(str(args.checkpoint), instances, args.max_new_tokens)
     counts: Counter[tuple[str, str]] = Counter()

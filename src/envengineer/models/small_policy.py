@@ -14,15 +14,14 @@ initialised policy of that size and initialisation seed, created once in the use
 (``$ENVENGINEER_CACHE/policies/``, see :func:`envengineer.models.cache.cache_root`) and reused, so an
 experiment file can start from one without a separate ``init`` step.
 
-The tokenizer (built with the ``tokenizers`` library) splits text into pieces: the testbed's words (the
-five actions, the prompt's words; with a leading space where one precedes them), ``<answer>``-style tags,
-cells ``(r,c)`` with ``r, c < 16``, and single characters for everything else, so every ASCII text encodes
-and decodes exactly and an action is one token. How a cell is spelled, how its embedding starts and what
-the warm-start's scratchpad holds is the policy's *format* (:data:`POLICY_FORMATS`, recorded in
-``config.json``): the default ``free-moves`` spells a cell as a row token and a column token, so a step
-is the same change on every row of every board, and writes each cell's free moves, then the move beside
-the cell it leads to, so the answer copies its checked reasoning. The chat template wraps each message
-as ``<|role|>content<|end|>``; ``<|end|>`` is the end-of-sequence token.
+How a cell is spelled, how its embedding starts and what the warm-start's scratchpad holds is the
+policy's *format*, recorded in ``config.json``; the formats, their records and their tokenizer live in
+:mod:`envengineer.models.policy_formats` (:data:`POLICY_FORMATS`, :func:`build_tokenizer`, re-exported
+here): the default ``free-moves`` spells a cell as a row token and a column token, so a step is the same
+change on every row of every board, and writes each cell's free moves, then the move beside the cell it
+leads to, so the answer copies its checked reasoning. This module keeps the model: its sizes, the folder
+:func:`init_policy` writes (with the cell embeddings the format starts from), its names and the prompt
+style it reads.
 
 The folder records the prompt style the policy reads (``compact`` by default: the board without the prose
 rules, :func:`envengineer.mapf.prompt.render_compact`) in ``config.json`` under ``envengineer_prompt_style``;
@@ -37,11 +36,20 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.prompt import PromptStyle, check_prompt_style
 from envengineer.models.cache import cache_root
+from envengineer.models.policy_formats import (
+    CELL_RANGE,
+    DEFAULT_FORMAT,
+    POLICY_FORMATS,
+    PolicyFormat,
+    SFTTarget,
+    build_tokenizer,
+    check_policy_format,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +62,7 @@ __all__ = [
     "PROMPT_STYLE_KEY",
     "PolicyFormat",
     "PolicySize",
+    "SFTTarget",
     "build_tokenizer",
     "check_policy_format",
     "check_seed",
@@ -73,79 +82,6 @@ __all__ = [
 PROMPT_STYLE_KEY = "envengineer_prompt_style"
 #: Key of ``config.json`` that names the policy's format (:data:`POLICY_FORMATS`); absent: ``v1``.
 FORMAT_KEY = "envengineer_policy_format"
-
-
-#: What an SFT completion holds (:func:`envengineer.training.dataset.target_response`; ``SFT_TARGETS``).
-SFTTarget = Literal[
-    "solver",
-    "solver_path",
-    "solver_moves",
-    "solver_timed",
-    "solver_free",
-    "solver_joint",
-    "solver_timed_joint",
-    "solver_timed_checks",
-]
-
-
-@dataclass(frozen=True)
-class PolicyFormat:
-    """How a policy spells cells and what its scratchpad holds.
-
-    Attributes:
-        cells: ``atomic``: every cell ``(r,c)`` is one token. ``split``: a cell is a row token ``(r`` and
-            a column token ``,c)``, so what is learned about row 5 holds in every column.
-        embeddings: ``random``: cell embeddings start at random. ``coordinates``: a cell's embedding
-            starts as a row vector plus a column vector, each a fixed random projection of Fourier
-            features of the index, so neighbouring cells start close and a step is the same change
-            everywhere on the board.
-        scratchpad: The :data:`SFTTarget` the policy is warm-started on (``target: null`` in an SFT preset);
-            a time is one token, ``t0`` to ``t63``, a free move one of ``up down left right``, ``wait`` one.
-    """
-
-    cells: Literal["atomic", "split"]
-    embeddings: Literal["random", "coordinates"]
-    scratchpad: SFTTarget
-
-    def tokenizer(self, max_length: int = 2048) -> Any:
-        """The tokenizer of a new policy in this format (:func:`build_tokenizer`)."""
-        return build_tokenizer(
-            max_length,
-            cells=self.cells,
-            times=self.scratchpad in ("solver_timed", "solver_timed_joint", "solver_timed_checks"),
-            free_moves=self.scratchpad
-            in ("solver_free", "solver_joint", "solver_timed_joint", "solver_timed_checks"),
-            wait=self.scratchpad in ("solver_joint", "solver_timed_joint", "solver_timed_checks"),
-        )
-
-
-#: The formats by name: ``v1`` is every policy made before formats were recorded; the others are the
-#: candidates measured in docs/models.md (``benchmarks/bench_warm_start.py --format``).
-POLICY_FORMATS: dict[str, PolicyFormat] = {
-    "v1": PolicyFormat("atomic", "random", "solver_path"),
-    "moves": PolicyFormat("atomic", "random", "solver_moves"),
-    "coord-moves": PolicyFormat("atomic", "coordinates", "solver_moves"),
-    "split-moves": PolicyFormat("split", "coordinates", "solver_moves"),
-    "timed-moves": PolicyFormat("split", "coordinates", "solver_timed"),
-    "free-moves": PolicyFormat("split", "coordinates", "solver_free"),
-    "joint-moves": PolicyFormat("split", "coordinates", "solver_joint"),
-    "timed-joint": PolicyFormat("split", "coordinates", "solver_timed_joint"),
-    "timed-checks": PolicyFormat("split", "coordinates", "solver_timed_checks"),
-}
-#: The format of new policies (``policy init``, ``policy:SIZE``).
-DEFAULT_FORMAT = "free-moves"
-
-SPECIAL_TOKENS = ("<|pad|>", "<|unk|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}<|end|>{%- endfor %}"
-    "{%- if add_generation_prompt %}<|assistant|>{%- endif %}"
-)
-_TAGS = ("<answer>", "</answer>", "<think>", "</think>")
-_ACTIONS = ("UP", "DOWN", "LEFT", "RIGHT", "WAIT")
-_CELL_RANGE = 16  # cells (r,c) with r, c < 16 are one token each
-_TIME_RANGE = 64  # times t0..t63 are one token each (solver_timed scratchpads)
-_FREE_MOVES = (" up", " down", " left", " right")  # one token each (solver_free scratchpads)
-_WAIT = (" wait",)  # one token (solver_joint scratchpads)
 
 
 @dataclass(frozen=True)
@@ -174,96 +110,6 @@ POLICY_SIZES: dict[str, PolicySize] = {
     "small": PolicySize(hidden=256, layers=6, heads=8, intermediate=768),
     "base": PolicySize(hidden=512, layers=6, heads=8, intermediate=1536),
 }
-
-
-def vocabulary_words() -> list[str]:
-    """The whole-word pieces: the actions and every word of two or more letters in the testbed's prompts.
-
-    Built from the prompt text itself (deterministic; no corpus file), so a prompt change adds words
-    to policies created afterwards; older tokenizers still encode the new text, letter by letter.
-    """
-    from envengineer.mapf.instance import Instance
-    from envengineer.mapf.prompt import SYSTEM_PROMPT, build_prompt, render_compact
-
-    boards = [
-        Instance(f"v{k}", ("." * 10,) * 10, tuple((0, i) for i in range(k)), tuple((9, i) for i in range(k)))
-        for k in range(1, 6)
-    ]
-    prompts = [f(b) for b in boards for f in (build_prompt, render_compact)]
-    text = "\n".join([SYSTEM_PROMPT, *prompts, " ".join(_ACTIONS)])
-    words = set(re.findall(r"[A-Za-z]{2,}", text)) | set(_ACTIONS)
-    return sorted(words, key=lambda w: (-len(w), w))
-
-
-def build_tokenizer(
-    max_length: int = 2048,
-    cells: str = "atomic",
-    times: bool = False,
-    free_moves: bool = False,
-    wait: bool = False,
-) -> Any:
-    """The testbed tokenizer as a ``transformers.PreTrainedTokenizerFast`` with its chat template.
-
-    ``cells`` is :attr:`PolicyFormat.cells`: ``atomic`` makes ``(r,c)`` one token, ``split`` two
-    (``(r`` and ``,c)``). ``times`` adds the pieces `` t0`` to `` t63`` (the ``solver_timed``
-    scratchpad's times), ``free_moves`` the pieces `` up``, `` down`` and `` right`` (`` left`` is a
-    word of the prompts already; the ``solver_free`` scratchpad's free moves), ``wait`` the piece
-    `` wait`` (the ``solver_joint`` scratchpad's). Either way every ASCII text encodes and decodes exactly.
-
-    >>> tok = build_tokenizer()
-    >>> text = "<answer>\\nA0: RIGHT DOWN\\nA1: WAIT\\n</answer>"
-    >>> tok.decode(tok.encode(text)) == text
-    True
-    >>> tok.convert_ids_to_tokens(tok.encode("A0: RIGHT DOWN"))
-    ['A', '0', ':', ' RIGHT', ' DOWN']
-    """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    if cells not in ("atomic", "split"):
-        raise ConfigError(f"unknown cell spelling {cells!r}; use 'atomic' or 'split'")
-    words = vocabulary_words()
-    chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
-    index = rf"(?:1[0-{_CELL_RANGE - 11}]|\d)"  # 0..15
-    if cells == "atomic":
-        cell_pieces = [f"({r},{c})" for r in range(_CELL_RANGE) for c in range(_CELL_RANGE)]
-        cell_pattern = rf" ?\({index},{index}\)"
-    else:  # a row piece "(r" (with or without a space) and a column piece ",c)"
-        rows = [f"({r}" for r in range(_CELL_RANGE)]
-        cell_pieces = rows + [" " + r for r in rows] + [f",{c})" for c in range(_CELL_RANGE)]
-        cell_pattern = rf" ?\({index}(?=,{index}\))|,{index}\)"
-    pieces = list(SPECIAL_TOKENS) + list(_TAGS) + chars
-    pieces += [p for w in words for p in (w, " " + w) if p not in pieces]
-    spaced = (lambda c: (c, " " + c)) if cells == "atomic" else (lambda c: (c,))  # split pieces carry theirs
-    pieces += [p for c in cell_pieces for p in spaced(c) if p not in pieces]
-    time_pattern = ""
-    if times:  # after every other piece: the formats without times keep their ids
-        pieces += [f" t{t}" for t in range(_TIME_RANGE)]
-        time_pattern = r" t(?:[1-5]\d|6[0-3]|\d)\b|"  # t0..t63, not a longer number
-    free_pattern = ""
-    if free_moves:  # after every other piece too, and only with their space: "up" alone stays letters
-        pieces += [p for p in _FREE_MOVES if p not in pieces]
-        free_pattern = "|".join(rf"{re.escape(p)}\b" for p in _FREE_MOVES) + "|"
-    if wait:  # last of all: the formats before keep their ids
-        pieces += [p for p in _WAIT if p not in pieces]
-        free_pattern += "|".join(rf"{re.escape(p)}\b" for p in _WAIT) + "|"
-    vocab = {piece: i for i, piece in enumerate(pieces)}
-    alternatives = "|".join(re.escape(t) for t in _TAGS)
-    word_pattern = "|".join(re.escape(w) for w in words)
-    pattern = rf"{alternatives}|{cell_pattern}|{time_pattern}{free_pattern} ?(?:{word_pattern})\b|[\s\S]"
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        pad_token="<|pad|>",
-        unk_token="<|unk|>",
-        eos_token="<|end|>",
-        model_max_length=max_length,
-    )
-    fast.add_special_tokens({"additional_special_tokens": list(SPECIAL_TOKENS[2:5])})
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
 
 
 def init_policy(
@@ -416,8 +262,8 @@ def _coordinate_embeddings(weight: Any, tokenizer: Any, std: float, seed: int) -
     import torch
 
     generator = torch.Generator().manual_seed(seed)
-    freqs = torch.arange(1, 9, dtype=torch.float64) * math.pi / _CELL_RANGE
-    angles = torch.arange(_CELL_RANGE, dtype=torch.float64)[:, None] * freqs
+    freqs = torch.arange(1, 9, dtype=torch.float64) * math.pi / CELL_RANGE
+    angles = torch.arange(CELL_RANGE, dtype=torch.float64)[:, None] * freqs
     features = torch.cat([angles.cos(), angles.sin()], dim=1)  # (16, 16), each row of norm sqrt(8)
     scale = std / math.sqrt(2 * 8)
     rows, cols = (
@@ -428,27 +274,16 @@ def _coordinate_embeddings(weight: Any, tokenizer: Any, std: float, seed: int) -
     )
     vocab = tokenizer.get_vocab()
     with torch.no_grad():
-        for r in range(_CELL_RANGE):
+        for r in range(CELL_RANGE):
             for piece in (f"({r}", f" ({r}"):
                 if piece in vocab:
                     weight[vocab[piece]] = rows[r] * math.sqrt(2)
             if f",{r})" in vocab:
                 weight[vocab[f",{r})"]] = cols[r] * math.sqrt(2)
-            for c in range(_CELL_RANGE):
+            for c in range(CELL_RANGE):
                 for piece in (f"({r},{c})", f" ({r},{c})"):
                     if piece in vocab:
                         weight[vocab[piece]] = rows[r] + cols[c]
-
-
-def check_policy_format(name: str) -> str:
-    """``name`` when it names a policy format, else a ConfigError listing them.
-
-    >>> check_policy_format("v1")
-    'v1'
-    """
-    if name not in POLICY_FORMATS:
-        raise ConfigError(f"unknown policy format {name!r}; use one of {list(POLICY_FORMATS)}")
-    return name
 
 
 def policy_format_of(model: str | Path | None) -> PolicyFormat | None:

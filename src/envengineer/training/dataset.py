@@ -21,7 +21,7 @@ from typing import Any, get_args
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.instance import Instance
-from envengineer.models.small_policy import SFTTarget
+from envengineer.models.policy_formats import SFTTarget, scratchpad_of
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,8 @@ def target_response(instance: Instance, target: str = "solver") -> str:
             ``"solver_timed_joint"``, ``"solver_timed_checks"``: ``solver_joint`` with each cell's time
             before it and the cells the earlier agents hold at the next time (found by their time) before
             the check, in the second with ``solver_free``'s list first (:func:`checked_moves`).
+            What each target writes, flag by flag, is its record in
+            :data:`envengineer.models.policy_formats.SCRATCHPADS`; the writer reads the record, not the name.
 
     >>> inst = Instance("x", ("...", "...", "..."), ((1, 0), (1, 1)), ((1, 1), (1, 2)), 2, 1, 2)
     >>> print(target_response(inst))
@@ -128,10 +130,9 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     """
     from envengineer.mapf.solver import solve_instance
 
-    if target not in SFT_TARGETS:
-        raise ConfigError(f"unknown SFT target {target!r}; use one of {list(SFT_TARGETS)}")
+    holds = scratchpad_of(target)
     paths = solve_instance(instance).paths
-    if target not in ("solver", "solver_path"):
+    if holds.detours_as_waits:
         paths = wait_instead_of_detours(instance, paths)
     return plan_response(instance, paths, target)
 
@@ -152,11 +153,10 @@ def plan_response(instance: Instance, paths: Sequence[Sequence[tuple[int, int]]]
     from envengineer.mapf.solver import paths_to_actions
     from envengineer.mapf.validator import format_answer
 
-    if target not in SFT_TARGETS:
-        raise ConfigError(f"unknown SFT target {target!r}; use one of {list(SFT_TARGETS)}")
+    holds = scratchpad_of(target)
     plan = paths_to_actions(paths)
     answer = format_answer(plan)
-    if target == "solver":
+    if not holds.think:
         return answer
     lines = [
         " ".join([agent_name(i), *_scratchpad_words(instance, target, path, actions, paths[:i])])
@@ -173,22 +173,20 @@ def _scratchpad_words(
     earlier: Sequence[Sequence[tuple[int, int]]],
 ) -> list[str]:
     """One agent's scratchpad line after its name, as ``target`` spells it (:func:`target_response`);
-    ``earlier``: the paths of the agents written before it."""
+    ``earlier``: the paths of the agents written before it. Each part is written where the target's record
+    (:func:`~envengineer.models.policy_formats.scratchpad_of`) says it holds it."""
+    holds = scratchpad_of(target)
     cells = [f"({r},{c})" for r, c in path[: len(actions) + 1]]
-    steps = list(zip(actions, cells[1:], strict=True))
-    if target == "solver_path":
+    if not holds.moves:  # cell cell ... cell
         return cells
-    if target == "solver_moves":  # cell MOVE cell MOVE ... cell
-        return [cells[0], *(w for step in steps for w in step)]
-    if target == "solver_timed":  # cell t1 MOVE cell t2 MOVE ... cell
-        return [cells[0], *(w for t, step in enumerate(steps, 1) for w in (f"t{t}", *step))]
-    timed = target in ("solver_timed_joint", "solver_timed_checks")  # t0 cell check MOVE t1 cell ...
-    words = ["t0", cells[0]] if timed else [cells[0]]  # else cell check MOVE cell check MOVE ... cell
-    for t, (action, cell) in enumerate(steps):
+    # cell [tT] [check] MOVE cell ...; with each cell's time: t0 cell [check] MOVE t1 cell ...
+    words = ["t0", cells[0]] if holds.times == "cells" else [cells[0]]
+    for t, (action, cell) in enumerate(zip(actions, cells[1:], strict=True)):
         words += [
+            *([f"t{t + 1}"] if holds.times == "steps" else []),
             *checked_moves(instance, target, path, t, earlier),
             action,
-            *([f"t{t + 1}"] if timed else []),
+            *([f"t{t + 1}"] if holds.times == "cells" else []),
             cell,
         ]
     return words
@@ -201,19 +199,17 @@ def checked_moves(
     t: int,
     earlier: Sequence[Sequence[tuple[int, int]]],
 ) -> list[str]:
-    """What a ``solver_free``, ``solver_joint``, ``solver_timed_joint`` or ``solver_timed_checks``
-    scratchpad writes between the cell at time ``t`` of ``path`` and the move that leaves it: the check
-    (:func:`free_moves`, :func:`joint_moves`), after the cells the ``earlier`` agents hold at ``t + 1``
-    where the target copies them."""
-    if target == "solver_free":
-        return free_moves(instance, path[t])
-    joint = joint_moves(instance, path, t, earlier)
-    if target == "solver_joint":
-        return joint
-    joint = [f"({r},{c})" for r, c in (p[min(t + 1, len(p) - 1)] for p in earlier)] + joint
-    if target == "solver_timed_joint":
-        return joint
-    return free_moves(instance, path[t]) + (joint if earlier else [])  # solver_timed_checks
+    """What a scratchpad writes between the cell at time ``t`` of ``path`` and the move that leaves it (its
+    record's checks; nothing for a target without one): the hole check (:func:`free_moves`), then the joint
+    check (:func:`joint_moves`) where :meth:`~envengineer.models.policy_formats.Scratchpad.joint_list` says,
+    after the cells the ``earlier`` agents hold at ``t + 1`` where the record copies them."""
+    holds = scratchpad_of(target)
+    words = free_moves(instance, path[t]) if holds.hole_check else []
+    if holds.joint_list(bool(earlier)):
+        if holds.copies:
+            words += [f"({r},{c})" for r, c in (p[min(t + 1, len(p) - 1)] for p in earlier)]
+        words += joint_moves(instance, path, t, earlier)
+    return words
 
 
 def free_moves(instance: Instance, cell: tuple[int, int]) -> list[str]:

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envengineer.errors import ConfigError
 from envengineer.mapf.config import format_validation_error, read_yaml
-from envengineer.models.small_policy import SFTTarget
+from envengineer.models.policy_formats import SFTTarget
 
 PresetKind = Literal["grpo", "sft"]
 RewardShape = Literal["graded", "sparse", "dense"]

@@ -47,6 +47,7 @@ from envengineer.mapf.prompt import build_messages
 from envengineer.mapf.solver.teacher import label_instance, prefix_lines, writing_steps
 from envengineer.mapf.validator import validate
 from envengineer.models.policy_folder import check_model_folder
+from envengineer.models.policy_formats import scratchpad_of
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ def teach_row(instance: Instance, response: str, *, target: str, ended: bool) ->
         target: The response format (:data:`~envengineer.training.dataset.SFT_TARGETS`).
         ended: Whether the answer ended with the end-of-sequence token (else it ran out of tokens).
     """
-    written, open_last = written_plan(response, scratchpad=target != "solver")
+    written, open_last = written_plan(response, scratchpad=scratchpad_of(target).think)
     written = written[: instance.num_agents]
     lab = label_instance(instance, written, open_last=open_last)
     text = _target_text(instance, target, written, lab)
@@ -166,12 +167,13 @@ def _target_text(instance: Instance, target: str, written: list[list[str]], lab:
 
     kept, still_open = prefix_lines(writing_steps(written, open_last=False)[: lab.kept])
     canonical = target_response(instance, target)
-    plan = written_plan(canonical, scratchpad=target != "solver")[0]
+    holds = scratchpad_of(target)
+    plan = written_plan(canonical, scratchpad=holds.think)[0]
     if all(plan[i] == line if not still_open or i < len(kept) - 1 else plan[i][: len(line)] == line
            for i, line in enumerate(kept)):  # fmt: skip
         return canonical
     paths = lab.completion.paths
-    if target in ("solver", "solver_path"):  # these targets keep the solver's spelling as it is
+    if not holds.detours_as_waits:  # these targets keep the solver's spelling as it is
         return plan_response(instance, paths, target)
     frozen = [len(line) + 1 for line in kept] + [0] * (len(paths) - len(kept))
     return plan_response(instance, wait_instead_of_detours(instance, paths, frozen), target)
