@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from envengineer.machine import usable_cpus
+
 
 def bench_round(samples: int, seed: int, workers: int) -> None:
     from envengineer.mapf.config import RoundConfig
@@ -98,7 +100,7 @@ def main() -> int:
     parser.add_argument("what", choices=("round", "benchmark", "warm-start"))
     parser.add_argument("--samples", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--workers", type=int, default=min(2, usable_cpus()))
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     if args.what == "round":

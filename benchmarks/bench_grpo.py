@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import multiprocessing
 import os
 import sys
 import time
@@ -50,13 +49,13 @@ from typing import Any
 import numpy as np
 
 from envengineer.loop.intervals import LEVEL, RESAMPLES, SEED, bootstrap_mean
+from envengineer.machine import THREAD_VARIABLES, lane_threads, pool_context, usable_cpus
 from envengineer.mapf.benchmark import build_validation_set
 from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.generator import generate_cell, generate_round
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.prompt import build_messages
 from envengineer.mapf.validator import validate
-from envengineer.sweep.executors import THREAD_VARIABLES, usable_cpus
 
 
 def sparse_drgrpo(lr: float = 1e-4, *, refills: int = 0, guided: bool = False, **grpo: Any) -> dict[str, Any]:
@@ -495,13 +494,13 @@ def finished_runs(
         for job in jobs:
             yield work(args, *job)
         return
-    threads = args.threads or max(1, usable_cpus() // lanes)
+    threads = args.threads or lane_threads(lanes)
     # the lanes' processes start with this environment (numpy loads OpenBLAS before any initializer runs);
     # this process has set up its own thread pools already
     os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
-    spawn = multiprocessing.get_context("spawn")  # fresh interpreters: no torch state forked mid-use
+    context = pool_context()  # spawn: fresh interpreters, no torch state forked mid-use (envengineer.machine)
     print(f"# {len(jobs)} runs in {lanes} lanes of {threads} thread(s)", flush=True)
-    with ProcessPoolExecutor(lanes, mp_context=spawn, initializer=_start_lane, initargs=(threads,)) as pool:
+    with ProcessPoolExecutor(lanes, mp_context=context, initializer=_start_lane, initargs=(threads,)) as pool:
         futures = [pool.submit(work, args, *job) for job in jobs]
         for future in as_completed(futures):
             yield future.result()

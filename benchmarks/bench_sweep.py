@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 
 from envengineer.loop.rundir import RunDir
+from envengineer.machine import usable_cpus
 from envengineer.sweep import LanesExecutor, RayExecutor, SequentialExecutor, file_tasks, run_sweep
-from envengineer.sweep.executors import usable_cpus
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUMBING = ROOT / "experiments" / "cpu" / "plumbing.yaml"

@@ -36,9 +36,13 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
         return run
 
+    def generate(config: Any, out: Any, **kw: Any) -> tuple[list, float]:  # what --round generates from
+        seen["round"] = (config, kw)
+        return [], 0.0
+
     monkeypatch.setattr(grpo, "require_train_deps", lambda: None)
     monkeypatch.setattr(grpo, "train_round", fake("instances"))
-    monkeypatch.setattr(grpo, "train_round_from_config", fake("round"))
+    monkeypatch.setattr(grpo, "generate_round_data", generate)
     return seen
 
 

@@ -39,11 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_teach(args: argparse.Namespace) -> int:
-    from envengineer.cli.train import drop_held_out, held_out_hashes, solved_instances
-    from envengineer.mapf.config import RoundConfig
-    from envengineer.training.grpo import generate_round_data, require_train_deps
+    from envengineer.cli.train import data_source
+    from envengineer.training.grpo import require_train_deps
     from envengineer.training.teach import TeachSettings, teach
 
+    source = data_source(args)  # the round's generator seed is --seed
     given = {
         "minutes": args.minutes,
         "max_steps": args.max_steps,
@@ -52,14 +52,7 @@ def cmd_teach(args: argparse.Namespace) -> int:
     }
     settings = TeachSettings(seed=args.seed, **{k: v for k, v in given.items() if v is not None})
     require_train_deps()
-    if args.instances is not None:
-        instances = drop_held_out(
-            solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
-        )
-    else:
-        instances, _seconds = generate_round_data(
-            RoundConfig.load(args.round), args.out, seed=args.seed, exclude=held_out_hashes(args.exclude)
-        )
+    instances, _seconds = source.load(args.out)
     metrics = teach(args.model, instances, out_dir=args.out, settings=settings)
     last = metrics["history"][-1] if metrics["history"] else {}
     print(f"steps: {metrics['steps']}  roll-ins: {metrics['rollins']}  seconds: {metrics['seconds']:.1f}")

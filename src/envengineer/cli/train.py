@@ -1,7 +1,13 @@
 """Training commands: ``envengineer train`` (one GRPO round) and ``envengineer sft`` (warm-start).
 
-Both generate the round's instances from a round configuration, train, and write a checkpoint folder that
-``envengineer eval`` and the next round load. Torch and TRL are imported only when a command runs.
+Both generate the round's instances from a round configuration (or read them, ``--instances``), train, and
+write a checkpoint folder that ``envengineer eval`` and the next round load. Torch and TRL are imported only
+when a command runs.
+
+Every command that trains (these two and ``envengineer teach``) goes one way from its arguments to its
+trainer, whichever the data source: :func:`data_source` reads ``--round`` or ``--instances`` and
+``--exclude``, :func:`checked_preset` the preset with ``--report-to``, :meth:`DataSource.load` generates
+the round when there is one, and one call hands every option to the trainer.
 
 Under ``accelerate launch`` run the module directly (it takes the same arguments, ``train`` by default)::
 
@@ -16,12 +22,15 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envengineer.argtypes import nonneg_int, pos_float, pos_int
 
 if TYPE_CHECKING:
+    from envengineer.mapf.config import RoundConfig
+    from envengineer.mapf.instance import Instance
     from envengineer.training.grpo import TrainResult
 
 log = logging.getLogger(__name__)
@@ -150,6 +159,59 @@ def drop_held_out(instances: list, hashes: frozenset[str], source: Path) -> list
     return kept
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """The data source of a training command, read and checked but not yet generated: the instances of
+    ``--instances`` without those on an ``--exclude`` board, or the configuration of ``--round`` with the
+    boards its generator must not draw (the packaged benchmark's and every ``--exclude`` file's) and the
+    generator's seed."""
+
+    instances: list[Instance] | None = None
+    config: RoundConfig | None = None
+    exclude: frozenset[str] = frozenset()
+    seed: int = 0
+
+    def load(self, out: Path) -> tuple[list[Instance], float]:
+        """The training instances and the seconds their generation took (0 for ``--instances``); a round
+        is generated here and recorded in ``out`` (``manifest.jsonl``, ``round.yaml``)."""
+        if self.config is None:
+            return list(self.instances or []), 0.0
+        from envengineer.training.grpo import generate_round_data
+
+        return generate_round_data(self.config, out, seed=self.seed, exclude=self.exclude)
+
+
+def data_source(args: argparse.Namespace) -> DataSource:
+    """What :func:`add_data_source` and :func:`add_exclude` parsed, read before anything costly: a bad
+    file is a one-line error even without the training extra. The generator's seed is ``--data-seed``
+    where the command has one and it is given, else ``--seed``."""
+    from envengineer.mapf.config import RoundConfig
+
+    if args.instances is not None:  # the caller's own data: only --exclude files are held out of it
+        instances = drop_held_out(
+            solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
+        )
+        return DataSource(instances=instances)
+    config = RoundConfig.load(args.round)
+    exclude = held_out_hashes(args.exclude)
+    log.info("excluding %d held-out boards by hash: the generator draws none of them", len(exclude))
+    data_seed = getattr(args, "data_seed", None)
+    return DataSource(config=config, exclude=exclude, seed=args.seed if data_seed is None else data_seed)
+
+
+def checked_preset(given: str | None, report_to: str | None, kind: str) -> Any:
+    """The trainer's preset: ``given`` (else the shipped one for this hardware) with ``--report-to``'s
+    trackers, checked against TRL before any board is generated. Checks the training extra first."""
+    from envengineer.integrations.trackers import preset_with_report_to
+    from envengineer.training.grpo import require_train_deps
+    from envengineer.training.presets import load_preset
+
+    require_train_deps()
+    preset = load_preset(preset_with_report_to(_preset_source(given, kind), report_to, kind), kind)
+    preset.trl_options()  # fail on a bad preset before spending time on generation
+    return preset
+
+
 def _preset_source(given: str | None, kind: str) -> str:
     from envengineer.training.grpo import gpu_available
     from envengineer.training.presets import default_preset_name
@@ -163,83 +225,33 @@ def _preset_source(given: str | None, kind: str) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from envengineer.integrations.trackers import preset_with_report_to
-    from envengineer.mapf.config import RoundConfig
-    from envengineer.training.grpo import require_train_deps, train_round, train_round_from_config
+    from envengineer.training.grpo import train_round
 
-    if args.instances is not None:  # the caller's own data: only --exclude files are held out of it
-        instances = drop_held_out(
-            solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
-        )
-        require_train_deps()
-        result = train_round(
-            args.model,
-            instances,
-            out_dir=args.out,
-            seed=args.seed,
-            preset=_preset_source(args.grpo, "grpo"),
-            epochs=args.epochs,
-            reward_shape=args.reward_shape,
-            max_steps=args.max_steps,
-        )
-        _report(result)
-        return 0
-    config = RoundConfig.load(args.round)
-    require_train_deps()
-    exclude = held_out_hashes(args.exclude)
-    log.info("excluding %d held-out boards by hash: the generator draws none of them", len(exclude))
-    result = train_round_from_config(
-        args.model,
-        config,
-        out_dir=args.out,
-        seed=args.seed,
-        data_seed=args.data_seed,
-        preset=preset_with_report_to(_preset_source(args.grpo, "grpo"), args.report_to, "grpo"),
-        epochs=args.epochs,
-        reward_shape=args.reward_shape,
-        exclude=exclude,
-        max_steps=args.max_steps,
-    )
-    _report(result)
-    return 0
+    return _train(train_round, args, "grpo", args.grpo, reward_shape=args.reward_shape)
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from envengineer.integrations.trackers import preset_with_report_to
-    from envengineer.mapf.config import RoundConfig
-    from envengineer.training.grpo import require_train_deps
-    from envengineer.training.sft import sft, sft_from_config
+    from envengineer.training.sft import sft
 
-    if args.instances is not None:  # the caller's own data: only --exclude files are held out of it
-        instances = drop_held_out(
-            solved_instances(args.instances), held_out_hashes(args.exclude, benchmark=False), args.instances
-        )
-        require_train_deps()
-        result = sft(
-            args.model,
-            instances,
-            out_dir=args.out,
-            seed=args.seed,
-            preset=_preset_source(args.preset, "sft"),
-            epochs=args.epochs,
-            max_steps=args.max_steps,
-        )
-        _report(result)
-        return 0
-    config = RoundConfig.load(args.round)
-    require_train_deps()
-    exclude = held_out_hashes(args.exclude)
-    log.info("excluding %d held-out boards by hash: the generator draws none of them", len(exclude))
-    result = sft_from_config(
+    return _train(sft, args, "sft", args.preset)
+
+
+def _train(trainer: Any, args: argparse.Namespace, kind: str, preset: str | None, **options: Any) -> int:
+    """The one call of ``trainer`` (``train_round`` or ``sft``) with the data source's instances, the
+    checked ``kind`` preset and every option ``train`` and ``sft`` share; ``options``: the command's own."""
+    source = data_source(args)
+    checked = checked_preset(preset, args.report_to, kind)
+    instances, generate_s = source.load(args.out)
+    result = trainer(
         args.model,
-        config,
+        instances,
         out_dir=args.out,
         seed=args.seed,
-        data_seed=args.data_seed,
-        preset=preset_with_report_to(_preset_source(args.preset, "sft"), args.report_to, "sft"),
-        exclude=exclude,
+        preset=checked,
         epochs=args.epochs,
         max_steps=args.max_steps,
+        _generate_seconds=generate_s,
+        **options,
     )
     _report(result)
     return 0

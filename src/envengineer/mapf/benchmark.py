@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from envengineer.errors import InstanceFormatError
-from envengineer.mapf.generator import counts_for, generate_cell, in_workers
+from envengineer.machine import in_workers
+from envengineer.mapf.generator import counts_for, generate_cell
 from envengineer.mapf.instance import Instance, load_instances
 
 log = logging.getLogger(__name__)

@@ -18,24 +18,18 @@ How a board is drawn (decisions the spec leaves open, also in ``docs/testbed.md`
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 
 from envengineer.errors import GenerationError, InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
-from envengineer.machine import usable_cpus
+from envengineer.machine import in_workers, thread_allowance
 from envengineer.mapf.config import RoundConfig, largest_remainder
 from envengineer.mapf.instance import FROZEN, HOLE, Cell, Instance
 from envengineer.mapf.solver import MAX_BOARD_SIZE, Solution, check_limits, remember, solve
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 #: Split codes that enter every seed tuple: sets of different splits never share a random stream.
 SPLITS: dict[str, int] = {"train": 0, "validation": 1, "benchmark": 2, "custom": 3}
@@ -277,29 +271,12 @@ PARALLEL_FROM = 1_000
 
 
 def round_workers(num_samples: int, cells: int) -> int:
-    """Processes for a round: one per size up to this process's thread allowance (``OMP_NUM_THREADS``,
-    which lanes set to 1, else the cores it may use), and one for rounds under :data:`PARALLEL_FROM`."""
+    """Processes for a round: one per size up to this process's thread allowance
+    (:func:`~envengineer.machine.thread_allowance`: ``OMP_NUM_THREADS``, which lanes set to 1, else the cores
+    it may use), and one for rounds under :data:`PARALLEL_FROM`."""
     if num_samples < PARALLEL_FROM:
         return 1
-    allowance = os.environ.get("OMP_NUM_THREADS", "")
-    cores = int(allowance) if allowance.isdigit() and int(allowance) > 0 else usable_cpus()
-    return max(1, min(cells, cores))
-
-
-def in_workers(
-    fn: Callable[[T], R], jobs: Sequence[T], workers: int, weights: Sequence[float]
-) -> Iterator[R]:
-    """``fn`` of each job in ``workers`` processes, yielded in the jobs' order. The heaviest jobs start
-    first, which keeps every worker busy to the end; an error cancels the jobs not yet started."""
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        order = sorted(range(len(jobs)), key=lambda i: -weights[i])
-        futures = {i: pool.submit(fn, jobs[i]) for i in order}
-        try:
-            for i in range(len(jobs)):
-                yield futures[i].result()
-        except BaseException:
-            pool.shutdown(cancel_futures=True)
-            raise
+    return max(1, min(cells, thread_allowance()))
 
 
 def _solved_cell(job: dict) -> tuple[list[Instance], list[Solution]]:

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from envengineer.errors import ConfigError, EnvEngineerError
-from envengineer.machine import usable_cpus
+from envengineer.machine import THREAD_VARIABLES as THREAD_VARIABLES  # its old home, which tests import
+from envengineer.machine import lane_threads, thread_env, usable_cpus
 from envengineer.sweep.tasks import SweepTask
 
 log = logging.getLogger(__name__)
@@ -42,9 +43,6 @@ LOG = "sweep.log"
 DEFAULT_RETRIES = 2
 #: Lines of a failed run's log quoted in its error.
 _TAIL = 5
-#: The variables that size the thread pools of torch (OpenMP), MKL and OpenBLAS; each reads its own when
-#: it loads, so they are set in the environment a run's process starts with.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 class SweepTaskFailed(EnvEngineerError):
@@ -144,15 +142,6 @@ def run_command(task: SweepTask) -> list[str]:
         str(task.run_dir),
         *tail,
     ]
-
-
-def thread_env(threads: int) -> dict[str, str]:
-    """This process's environment with torch, MKL and OpenBLAS sized to ``threads`` threads.
-
-    >>> thread_env(1)["OMP_NUM_THREADS"]
-    '1'
-    """
-    return {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))}
 
 
 def run_in_subprocess(
@@ -292,7 +281,7 @@ class LanesExecutor:
 
     def __init__(self, lanes: int, *, threads: int | None = None, poll_s: float = 1.0) -> None:
         self.lanes = lanes
-        self.threads = threads if threads is not None else max(1, usable_cpus() // lanes)
+        self.threads = threads if threads is not None else lane_threads(lanes, usable_cpus())
         self.poll_s = poll_s
         self.start_seconds = 0.0
 
