@@ -103,6 +103,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def source_commit() -> str:
+    """The checkout's commit, ``+changes`` when files differ from it (``unknown`` outside git)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
 def held_out_sets(agents: list[int], per_cell: int, max_size: int) -> dict[int, list[Instance]]:
     """The held-out sets by agent count, sizes 3..max_size, disjoint from the benchmark (``bench_grpo``'s)."""
     return {k: held_out(per_cell, agents=k, max_size=max_size) for k in agents}
@@ -272,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(result.checkpoint)  # to count the answers' tokens
     record: dict[str, Any] = {
         "args": {k: str(v) for k, v in vars(args).items()},
+        "commit": source_commit(),
         "format": args.format,
         "steps": result.steps,
         "train_minutes": round(train_s / 60, 2),

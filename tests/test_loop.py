@@ -404,12 +404,11 @@ def test_cpu_time_estimate_of_the_small_policy_demo() -> None:
 
     r = SMALL_POLICY_CPU_RATES
     p = plan(demo_experiment())
-    # 1,200 SFT steps, 3 x 6 GRPO steps, (1 + 3) x 288 validation answers (the start's too) + 630
-    # benchmark answers, 2 engineer answers
+    # 3 x 150 SFT steps of the rounds (the packaged trainee needs no warm-start), (1 + 3) x 288 validation
+    # answers (the start's too) + 3 x 128 probe answers + 630 benchmark answers, 2 engineer answers
     want = (
-        1200 * r["sft_step"]
-        + 18 * r["grpo_step"]
-        + (4 * 288 + 630) * r["eval_answer"]
+        450 * r["sft_step"]
+        + (4 * 288 + 3 * 128 + 630) * r["eval_answer"]
         + 2 * r["engineer_answer"]
         + 3 * r["round_overhead"]
     )
@@ -507,7 +506,7 @@ def test_demo_dry_run(capsys: pytest.CaptureFixture) -> None:
     assert "about 10 min on 2 idle CPU cores" in out
     assert main(["demo", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "policy:tiny" in out and "base, 2 proposal(s)" in out and "630 benchmark instances" in out
+    assert "policy:trainee" in out and "base, 2 proposal(s)" in out and "630 benchmark instances" in out
 
 
 def test_warm_start_is_trained_once_and_reused(

@@ -10,9 +10,9 @@ from envengineer.loop.experiment import Experiment
 def demo_experiment(*, smollm2: bool = False) -> Experiment:
     """The CPU demo (``envengineer demo``), ending with the report.
 
-    By default the small-policy loop (``experiments/cpu/demo.yaml``): a tiny policy warm-started from
-    scratch on 2- and 3-agent boards, 3 GRPO rounds, the embedded SmolLM2-135M as the engineer (reading
-    what training sampled, its proposals inside a trust region).
+    By default the small-policy loop (``experiments/cpu/demo.yaml``): the packaged trainee
+    (``policy:trainee``), 3 supervised rounds on the solver's plans of the engineer's boards, the embedded
+    SmolLM2-135M as the engineer (its proposals inside a trust region).
     With ``smollm2`` the SmolLM2 self-engineer loop (``experiments/cpu/demo-smollm2.yaml``, about 10
     minutes), which shows the paper's arrangement running but not learning at this scale.
     """
@@ -20,26 +20,27 @@ def demo_experiment(*, smollm2: bool = False) -> Experiment:
 
 
 #: The demo's settings (kept equal to ``experiments/cpu/demo.yaml`` by a test): the small-policy
-#: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``) at a smaller budget, aimed at
-#: 15 minutes on 2 idle cores (docs/loop.md has the measured times, which depend on the machine): 1,200 of
-#: the arm's 1,500 warm-start steps, 6 of its 50 GRPO steps a round, half its validation boards, and a
-#: stratified fifth of the benchmark (10 of each cell's 50 instances, 630 in all).
+#: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``) with a stratified fifth of the
+#: benchmark (10 of each cell's 50 instances, 630 in all), aimed at 10 minutes on 2 idle cores
+#: (docs/loop.md has the measured times, which depend on the machine): the packaged trainee, three rounds of
+#: 150 supervised steps on the solver's plans of the engineer's boards.
 DEMO: dict[str, Any] = {
     "name": "cpu-demo",
-    "description": "The small-policy loop on a CPU: a 1M-parameter policy is warm-started from scratch on "
-    "the solver's plans, trains for 3 GRPO rounds, and after rounds 0 and 1 the embedded SmolLM2-135M "
-    "reads its validation failures and writes the next round's configuration (context V6 + L, trust region).",
-    "model": "policy:tiny",
+    "description": "The small-policy loop on a CPU: the packaged trainee (a 1M-parameter policy supervised "
+    "on the solver's plans) trains for 3 rounds on the solver's plans of the engineer's boards, and after "
+    "rounds 0 and 1 the embedded SmolLM2-135M reads its validation failures and writes the next round's "
+    "configuration (context V6 + L, trust region).",
+    "model": "policy:trainee",
     "rounds": 3,
-    "samples_per_round": 48,
+    "samples_per_round": 4800,
     "epochs_per_round": 1,
     "num_agents": 2,
-    "training": {"preset": "grpo-small", "max_steps": 6},
-    "warm_start": {
-        "enabled": True,
+    "training": {"learner": "sft", "preset": "sft-round"},
+    "warm_start": {  # from scratch instead: model policy:tiny and warm_start.enabled true
+        "enabled": False,
         "preset": "sft-small",
-        "samples": 38400,
-        "max_steps": 1200,
+        "samples": 48000,
+        "max_steps": 1500,
         "sizes": [3, 4, 5, 6],
         "hole_ratio": 0.25,
         "wait_ratio": 0.5,

@@ -173,8 +173,9 @@ def resolve_model(name_or_path: str | None) -> str:
     """Turn a model argument into what ``from_pretrained`` should load.
 
     ``None``, ``"embedded"`` or ``"smollm2-135m"`` give the converted embedded-model folder (converting on
-    first use); ``policy:SIZE[@SEED]`` a small from-scratch policy's cached folder (created on first
-    use, :mod:`envengineer.models.small_policy`); an existing local path is returned as is; anything else
+    first use); ``policy:trainee`` the packaged trainee's folder (:mod:`envengineer.models.trainee`);
+    ``policy:SIZE[@SEED]`` a small from-scratch policy's cached folder (created on first use,
+    :mod:`envengineer.models.small_policy`); an existing local path is returned as is; anything else
     is returned unchanged (a hub id).
 
     >>> resolve_model("Qwen/Qwen3-4B")
@@ -183,7 +184,10 @@ def resolve_model(name_or_path: str | None) -> str:
     if name_or_path is None or is_embedded_name(name_or_path):
         return str(embedded_model_path())
     from envengineer.models.small_policy import is_policy_name, named_policy_path
+    from envengineer.models.trainee import is_trainee_name, trainee_path
 
+    if is_trainee_name(name_or_path):
+        return str(trainee_path())
     if is_policy_name(name_or_path):
         return str(named_policy_path(name_or_path))
     path = Path(name_or_path).expanduser()
