@@ -119,7 +119,7 @@ def sft(
     out = Path(out_dir)
     model_path = resolve_model_path(model)
     note_preset_model(resolved, model)
-    log.info("SFT warm-start: model %s, %d instances, out %s", model_path, len(instances), out)
+    log.info("SFT on the solver's plans: model %s, %d instances, out %s", model_path, len(instances), out)
 
     timing = Timing(generate_s=_generate_seconds)
     t0 = time.perf_counter()
@@ -129,6 +129,10 @@ def sft(
 
     overrides = {} if max_steps is None else {"max_steps": int(max_steps)}
     args = resolved.build_config(output_dir=out / "trainer", seed=seed, epochs=epochs, **overrides)
+    if args.disable_tqdm:  # the trainer's bars are off: so are those of its dataset preparation
+        import datasets
+
+        datasets.disable_progress_bars()
     trainer = _sft_trainer(resolved, model_path, args, dataset, tokenizer, [step_timer(timing), *callbacks])
     t0 = time.perf_counter()
     output = trainer.train()
