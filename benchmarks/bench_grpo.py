@@ -2,22 +2,19 @@
 
 Four commands:
 
-``warm``      trains one warm-start (``policy init`` + ``sft-small``) on 2- and 3-agent boards and scores it.
+``warm``      trains one warm-start (``policy init`` + ``sft-small``) on 2- and 3-agent boards and scores it
+              (``bench_grpo_warm.py``).
 ``sweep``     runs GRPO variants x seeds from that warm-start and scores each result greedily on a fixed
               held-out validation set; prints per variant the mean gain over the warm-start in valid and
               optimal points with a 95 % bootstrap interval over seeds, plus the sampled diagnostics. The
               runs go in lanes: one process per core at a time, each on its share of the cores as torch
               and BLAS threads (``--lanes 1``: one after another in this process).
 ``table``     the sweep table of several ``sweep --json`` files.
-``transfer``  does a gain carry to boards never trained on? Runs one variant x seeds (in lanes) and
-              scores the warm-start and each result greedily, board by board, on four sets: a sample of
-              the run's own training boards (``--train-eval``, chosen by seed, distinct layouts), the
-              two-agent held-out set, and one- and three-agent held-out sets (``--per-cell`` // 2).
-              Prints per set the warm and mean after rates and the mean paired gain with a 95 %
-              bootstrap interval over seeds and boards (:func:`paired_gain`). ``--boards N`` trains on
-              N boards cycled over the steps' prompts (several passes), 0 a fresh board per prompt.
-              ``--variant sft-same-boards`` is the supervised control: the same boards learnt from the
-              solver's plans (:data:`SFT_CONTROLS`).
+``transfer``  does a gain carry to boards never trained on? One variant x seeds (in lanes), each scored
+              on its own training boards and three held-out sets as paired gains with 95 % intervals
+              (``bench_grpo_transfer.py``). ``--boards N`` trains on N boards cycled over the steps'
+              prompts, 0 a fresh board per prompt; ``--variant sft-same-boards`` is the supervised
+              control: the same boards learnt from the solver's plans (:data:`SFT_CONTROLS`).
 
 The held-out set is benchmark-shaped (``build_validation_set``: wait subsets 25/50/75 %, hole ratio
 uniform in [0, 0.5], seeds disjoint from the benchmark): two agents, sizes 3-8, ``--per-cell`` boards per
@@ -36,20 +33,21 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from envengineer.loop.intervals import LEVEL, RESAMPLES, SEED, bootstrap_mean
-from envengineer.machine import THREAD_VARIABLES, lane_threads, pool_context, usable_cpus
+from envengineer.machine import THREAD_VARIABLES, in_workers, lane_threads, thread_env, usable_cpus
 from envengineer.mapf.benchmark import build_validation_set
 from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.generator import generate_cell, generate_round
@@ -256,51 +254,6 @@ def score(instances: list[Instance], texts: list[str]) -> dict[str, Any]:
     }
 
 
-def cmd_warm(args: argparse.Namespace) -> int:
-    from envengineer.models.small_policy import init_policy
-    from envengineer.training.sft import sft
-
-    agents = [int(a) for a in args.agents.split(",")]
-    sizes = [int(s) for s in args.sizes.split(",")]
-    validation = held_out(args.per_cell)
-    exclude = frozenset(i.board_hash() for i in validation)
-    train: list[Instance] = []
-    for k, a in enumerate(agents):
-        config = RoundConfig.model_validate(
-            {
-                "sizes": {
-                    n: {"data_ratio": 1.0, "hole_ratio": 0.25, "wait_ratio": 0.5} for n in sizes if n >= a
-                },
-                "num_agents": a,
-                "num_samples": args.samples // len(agents),
-            }
-        )
-        train += generate_round(config, args.seed + k, split="train", exclude=exclude)
-    np.random.default_rng(args.seed).shuffle(train)  # mix agent counts within every batch
-    policy = init_policy(args.out / "policy", size=args.size, seed=args.seed, overwrite=True)
-    t0 = time.perf_counter()
-    result = sft(
-        str(policy), train, out_dir=args.out / "sft", preset="sft-small", seed=args.seed, max_steps=args.steps
-    )
-    minutes = (time.perf_counter() - t0) / 60
-    two = score(validation, answer(str(result.checkpoint), validation))
-    three_set = held_out(max(1, args.per_cell // 2), agents=3)
-    three = score(three_set, answer(str(result.checkpoint), three_set))
-    small = [i for i in validation if i.size <= 6]
-    small_score = score(small, answer(str(result.checkpoint), small))
-    record = {
-        "args": {k: str(v) for k, v in vars(args).items()},
-        "minutes": round(minutes, 2),
-        "checkpoint": str(result.checkpoint),
-        "two_agents": _public(two),
-        "two_agents_sizes_3_6": _public(small_score),
-        "three_agents": _public(three),
-    }
-    print(json.dumps(record, indent=2))
-    (args.out / "warm.json").write_text(json.dumps(record, indent=2) + "\n")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -309,8 +262,15 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    commands = {"warm": cmd_warm, "sweep": cmd_sweep, "table": cmd_table, "transfer": cmd_transfer}
-    return commands[args.command](args)
+    if args.command == "warm":
+        from bench_grpo_warm import cmd_warm  # the subcommands of their own module, which import this one
+
+        return cmd_warm(args)
+    if args.command == "transfer":
+        from bench_grpo_transfer import cmd_transfer
+
+        return cmd_transfer(args)
+    return {"sweep": cmd_sweep, "table": cmd_table}[args.command](args)
 
 
 def variant_preset(name: str, steps: int, max_completion_length: int | None = None) -> dict[str, Any]:
@@ -484,33 +444,44 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def finished_runs(
     args: argparse.Namespace, work: Callable[..., dict[str, Any]], jobs: list[tuple]
 ) -> Iterator[dict[str, Any]]:
-    """The rows ``work(args, *job)`` of the runs as they finish, in lanes of processes or in this process.
+    """The rows ``work(args, *job)`` of the runs in the jobs' order, in lanes of processes or in this process.
 
     Two torch processes that each take every core lose most of their time to each other; one thread per
-    core each runs them side by side at nearly full speed.
-    """
+    core each runs them side by side at nearly full speed. The lanes are the project's pool (spawned:
+    :func:`envengineer.machine.in_workers`), its workers started under :func:`lane_threads_set`."""
     lanes = min(args.lanes or usable_cpus(), len(jobs))
     if lanes <= 1:
         for job in jobs:
             yield work(args, *job)
         return
     threads = args.threads or lane_threads(lanes)
-    # the lanes' processes start with this environment (numpy loads OpenBLAS before any initializer runs);
-    # this process has set up its own thread pools already
-    os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
-    context = pool_context()  # spawn: fresh interpreters, no torch state forked mid-use (envengineer.machine)
     print(f"# {len(jobs)} runs in {lanes} lanes of {threads} thread(s)", flush=True)
-    with ProcessPoolExecutor(lanes, mp_context=context, initializer=_start_lane, initargs=(threads,)) as pool:
-        futures = [pool.submit(work, args, *job) for job in jobs]
-        for future in as_completed(futures):
-            yield future.result()
+    with lane_threads_set(threads):
+        yield from in_workers(partial(_in_lane, work, args, threads), jobs, lanes, [1.0] * len(jobs))
 
 
-def _start_lane(threads: int) -> None:
+@contextlib.contextmanager
+def lane_threads_set(threads: int) -> Iterator[None]:
+    """The thread variables at ``threads`` (:func:`thread_env`) inside, as they were after: a spawned
+    worker starts with this environment (numpy loads OpenBLAS before any job runs), while this process
+    has set up its own thread pools already."""
+    saved = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+    os.environ.update(thread_env(threads))
+    try:
+        yield
+    finally:
+        for name in THREAD_VARIABLES:
+            del os.environ[name]
+        os.environ.update({name: value for name, value in saved.items() if value is not None})
+
+
+def _in_lane(work: Callable[..., Any], args: argparse.Namespace, threads: int, job: tuple) -> Any:
+    """One run in a lane: torch on the lane's threads (as its environment says), warnings logged."""
     import torch
 
     torch.set_num_threads(threads)
     logging.basicConfig(level=logging.WARNING)
+    return work(args, *job)
 
 
 def print_table(runs: list[dict[str, Any]], variants: list[str]) -> None:
@@ -544,56 +515,6 @@ def cmd_table(args: argparse.Namespace) -> int:
         return 2
     print_table(runs, list(dict.fromkeys(r["variant"] for r in runs)))
     return 0
-
-
-# -- transfer -----------------------------------------------------------------------------------------------
-TRAINED = "trained-on"
-#: The transfer table's rows, in order.
-SETS = (TRAINED, "held-out 2 agents", "held-out 1 agent", "held-out 3 agents")
-
-
-def transfer_sets(per_cell: int, tokens: int | None = None) -> dict[str, tuple[list[Instance], int]]:
-    """The held-out sets of ``transfer`` with their answer budget (``tokens``, else :func:`answer_tokens`)."""
-    fewer = max(1, per_cell // 2)
-    tokens = tokens or answer_tokens()
-    return {
-        "held-out 2 agents": (held_out(per_cell), tokens),
-        "held-out 1 agent": (held_out(fewer, agents=1), tokens),
-        "held-out 3 agents": (held_out(fewer, agents=3), tokens),
-    }
-
-
-def trained_sample(prompts: Sequence[Instance], count: int, seed: int) -> list[Instance]:
-    """At most ``count`` distinct boards (by hash) among the prompts, chosen by ``seed``, in prompt order."""
-    distinct: dict[str, Instance] = {}
-    for inst in prompts:
-        distinct.setdefault(inst.board_hash(), inst)
-    boards = list(distinct.values())
-    rng = np.random.default_rng(np.random.SeedSequence((seed, 0x7EA1)))
-    chosen = rng.choice(len(boards), size=min(count, len(boards)), replace=False)
-    return [boards[i] for i in sorted(chosen.tolist())]
-
-
-def run_transfer(
-    args: argparse.Namespace, seed: int, sets: dict[str, tuple[list[Instance], int]], exclude: frozenset[str]
-) -> dict[str, Any]:
-    """One ``transfer`` seed: train, then the result's flags on every set and the warm-start's on the
-    seed's own trained-on sample (the held-out sets' warm flags are the parent's, the same for all)."""
-    result, prompts, minutes = train_one(args, args.variant, seed, exclude)
-    trained = trained_sample(prompts, args.train_eval, seed)
-    model = str(result.checkpoint)
-    after = {name: score(boards, answer(model, boards, tokens)) for name, (boards, tokens) in sets.items()}
-    after[TRAINED] = score(trained, answer(model, trained, args.max_completion_length))
-    distinct = len({id(i) for i in prompts})  # the boards drawn; layouts may repeat on small sizes
-    return {
-        "seed": seed,
-        "minutes": round(minutes, 2),
-        "prompts": len(prompts),
-        "boards": distinct,
-        "passes": round(len(prompts) / distinct, 2),
-        "warm_trained": _flags(score(trained, answer(str(args.warm), trained, args.max_completion_length))),
-        "after": {name: _flags(after[name]) for name in SETS},
-    }
 
 
 def paired_gain(
@@ -661,94 +582,6 @@ def _own_resamples(diffs: list[np.ndarray], resamples: int, rng: np.random.Gener
             counts = rng.multinomial(len(d), np.full(len(d), 1 / len(d)), size=int(rows.sum()))
             total[rows] += counts @ d / len(d)
     return total / seeds
-
-
-def transfer_table(warm: dict[str, dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per set and metric, :func:`paired_gain` over the runs (warm: the held-out sets' warm flags)."""
-    table: dict[str, Any] = {}
-    for name in SETS:
-        if name == TRAINED:
-            before = {k: [r["warm_trained"][k] for r in runs] for k in ("valid", "optimal")}
-        else:
-            before = {k: [warm[name][k]] * len(runs) for k in ("valid", "optimal")}
-        table[name] = {
-            k: paired_gain(before[k], [r["after"][name][k] for r in runs], shared_boards=name != TRAINED)
-            for k in ("valid", "optimal")
-        }
-    return table
-
-
-def print_transfer(table: dict[str, Any], runs: list[dict[str, Any]]) -> None:
-    """The transfer table (percentages; gains in points with 95 % intervals) and one line per seed."""
-    print(
-        "\n| set | boards | warm valid % | warm optimal % | after valid % | after optimal % "
-        "| gain valid (95 % CI) | gain optimal (95 % CI) |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for name in SETS:
-        v, o = table[name]["valid"], table[name]["optimal"]
-        boards = "/".join(str(b) for b in sorted(set(v["boards"])))
-        print(
-            f"| {name} | {boards} | {v['warm_pct']:.1f} | {o['warm_pct']:.1f} | {v['after_pct']:.1f} "
-            f"| {o['after_pct']:.1f} | {_ci(v)} | {_ci(o)} |"
-        )
-    print()
-    for i, run in enumerate(runs):
-        gains = ", ".join(
-            f"{name} {table[name]['valid']['per_seed'][i]:+.1f}/{table[name]['optimal']['per_seed'][i]:+.1f}"
-            for name in SETS
-        )
-        print(f"- seed {run['seed']} ({run['minutes']:.1f} min), gain valid/optimal: {gains}")
-
-
-def cmd_transfer(args: argparse.Namespace) -> int:
-    seeds = [int(s) for s in args.seeds.split(",")]
-    sets = transfer_sets(args.per_cell, args.max_completion_length)
-    exclude = frozenset(i.board_hash() for boards, _ in sets.values() for i in boards)
-    # the held-out sets' warm flags once, here; each run scores the warm-start on its own trained-on boards
-    warm = {
-        name: score(boards, answer(str(args.warm), boards, tokens)) for name, (boards, tokens) in sets.items()
-    }
-    for name, w in warm.items():
-        print(
-            f"# warm-start on {name} ({len(w['valid'])} boards): "
-            f"valid {w['valid_pct']} % optimal {w['optimal_pct']} %"
-        )
-    prompts = args.steps * per_step(variant_preset(args.variant, args.steps, args.max_completion_length))
-    boards = args.boards or prompts
-    print(
-        f"# training: {boards} boards x {prompts / boards:.2f} passes = {prompts} prompts per seed",
-        flush=True,
-    )
-    runs: list[dict[str, Any]] = []
-    record: dict[str, Any] = {
-        "args": {k: str(v) for k, v in vars(args).items()},
-        "warm": {n: _flags(w) for n, w in warm.items()},
-    }
-    for row in finished_runs(args, run_transfer, [(seed, sets, exclude) for seed in seeds]):
-        runs.append(row)
-        runs.sort(key=lambda r: r["seed"])
-        print(f"# seed {row['seed']} done in {row['minutes']:.1f} min", flush=True)
-        _write(args.json, {**record, "runs": runs})
-    table = transfer_table(record["warm"], runs)
-    print_transfer(table, runs)
-    _write(args.json, {**record, "runs": runs, "table": table})
-    return 0
-
-
-def _flags(s: dict[str, Any]) -> dict[str, Any]:
-    """A score with its per-board flags as 0/1 lists (JSON)."""
-    return {
-        **_public(s),
-        "valid": s["valid"].astype(int).tolist(),
-        "optimal": s["optimal"].astype(int).tolist(),
-    }
-
-
-def _write(path: Path | None, record: dict[str, Any]) -> None:
-    if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record, indent=2) + "\n")
 
 
 def _ci(b: dict[str, Any]) -> str:

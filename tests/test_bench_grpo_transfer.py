@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
+import os
+import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from envengineer.machine import THREAD_VARIABLES
 from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.generator import generate_round
 
-_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_grpo.py"
-_spec = importlib.util.spec_from_file_location("bench_grpo", _SCRIPT)
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the scripts import each other
+bench = importlib.import_module("bench_grpo")
+transfer = importlib.import_module("bench_grpo_transfer")  # `bench_grpo.py transfer`
 
 
 # -- statistics -------------------------------------------------------------------------------------------
@@ -69,22 +71,22 @@ def test_shared_boards_keep_the_pairing_across_seeds() -> None:
 
 
 def test_transfer_table_pairs_held_out_with_the_parents_warm_flags_and_trained_on_per_seed() -> None:
-    warm = {n: {"valid": [0, 1, 0], "optimal": [0, 0, 0]} for n in bench.SETS[1:]}
+    warm = {n: {"valid": [0, 1, 0], "optimal": [0, 0, 0]} for n in transfer.SETS[1:]}
     runs = [
         {
             "seed": s,
             "warm_trained": {"valid": [0] * (2 + s), "optimal": [0] * (2 + s)},  # 2 and 3 boards
             "after": {
-                bench.TRAINED: {"valid": [1] * (2 + s), "optimal": [0] * (2 + s)},
-                **{n: {"valid": [1, 1, 0], "optimal": [0, 0, 1]} for n in bench.SETS[1:]},
+                transfer.TRAINED: {"valid": [1] * (2 + s), "optimal": [0] * (2 + s)},
+                **{n: {"valid": [1, 1, 0], "optimal": [0, 0, 1]} for n in transfer.SETS[1:]},
             },
         }
         for s in (0, 1)
     ]
-    table = bench.transfer_table(warm, runs)
-    assert list(table) == list(bench.SETS)
-    assert table[bench.TRAINED]["valid"]["boards"] == [2, 3]
-    assert table[bench.TRAINED]["valid"]["mean"] == 100.0
+    table = transfer.transfer_table(warm, runs)
+    assert list(table) == list(transfer.SETS)
+    assert table[transfer.TRAINED]["valid"]["boards"] == [2, 3]
+    assert table[transfer.TRAINED]["valid"]["mean"] == 100.0
     held = table["held-out 2 agents"]
     assert (held["valid"]["warm_pct"], held["valid"]["after_pct"], held["valid"]["mean"]) == (
         33.33,
@@ -142,10 +144,10 @@ def test_trained_sample_is_distinct_seeded_and_capped() -> None:
     preset = bench.variant_preset("preset", 4)
     prompts = bench.training_boards(_train_args(6, steps=4), preset, seed=1, exclude=frozenset())
     distinct = {i.board_hash() for i in prompts}
-    a = bench.trained_sample(prompts, 4, seed=0)
+    a = transfer.trained_sample(prompts, 4, seed=0)
     assert len(a) == min(4, len(distinct)) and len({i.board_hash() for i in a}) == len(a)
-    assert [i.id for i in a] == [i.id for i in bench.trained_sample(prompts, 4, seed=0)]
-    assert {i.board_hash() for i in bench.trained_sample(prompts, 100, seed=3)} == distinct
+    assert [i.id for i in a] == [i.id for i in transfer.trained_sample(prompts, 4, seed=0)]
+    assert {i.board_hash() for i in transfer.trained_sample(prompts, 100, seed=3)} == distinct
 
 
 def test_one_agent_held_out_set_needs_no_wait() -> None:
@@ -182,6 +184,27 @@ def test_sweep_arguments_are_unchanged() -> None:
     )
 
 
+# -- lanes ------------------------------------------------------------------------------------------------
+def lane_env(args: argparse.Namespace, name: str) -> tuple[str, str | None]:
+    """A lane's job: the thread variable ``name`` as the lane's process sees it."""
+    return name, os.environ.get(name)
+
+
+def test_lanes_get_their_threads_and_leave_this_process_environment_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": "5"}
+    for name, value in before.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    args = argparse.Namespace(lanes=2, threads=1)
+    rows = list(bench.finished_runs(args, lane_env, [(name,) for name in THREAD_VARIABLES]))
+    assert rows == [(name, "1") for name in THREAD_VARIABLES]  # in the jobs' order, one thread each
+    assert {name: os.environ.get(name) for name in THREAD_VARIABLES} == before
+
+
 # -- end to end -------------------------------------------------------------------------------------------
 @pytest.mark.slow  # about 20 s on one core, most of it greedy answers on 4 x 18 boards
 def test_transfer_end_to_end_writes_all_four_sets(
@@ -203,16 +226,17 @@ def test_transfer_end_to_end_writes_all_four_sets(
         return preset
 
     monkeypatch.setattr(bench, "variant_preset", tiny)
+    monkeypatch.setattr(transfer, "variant_preset", tiny)
     out = tmp_path / "transfer.json"
     argv = ["transfer", "--warm", str(policy), "--seeds", "0", "--steps", "1", "--per-cell", "1"]
     argv += ["--train-eval", "2", "--lanes", "1", "--out", str(tmp_path / "runs"), "--json", str(out)]
     argv += ["--max-completion-length", "16"]  # the untrained policy's answers run to the budget
     assert bench.main(argv) == 0
     record = json.loads(out.read_text())
-    assert list(record["table"]) == list(bench.SETS)
+    assert list(record["table"]) == list(transfer.SETS)
     assert [r["seed"] for r in record["runs"]] == [0]
     assert record["runs"][0]["prompts"] == 2
-    assert record["table"][bench.TRAINED]["valid"]["boards"] == [2]
+    assert record["table"][transfer.TRAINED]["valid"]["boards"] == [2]
     assert record["table"]["held-out 2 agents"]["valid"]["boards"] == [18]
     assert "| held-out 3 agents |" in capsys.readouterr().out
 
@@ -226,8 +250,8 @@ def test_a_longer_scratchpad_gets_its_completion_budget() -> None:
 def test_scored_answers_get_the_warm_starts_longest_target() -> None:
     # sft-small's budget: the free-moves plan of 5 agents on 10x10 (at most 569 tokens) must not be cut
     assert bench.answer_tokens() == 576
-    assert {tokens for _, tokens in bench.transfer_sets(1).values()} == {576}
-    assert {tokens for _, tokens in bench.transfer_sets(1, 80).values()} == {80}
+    assert {tokens for _, tokens in transfer.transfer_sets(1).values()} == {576}
+    assert {tokens for _, tokens in transfer.transfer_sets(1, 80).values()} == {80}
 
 
 def test_the_supervised_control_learns_a_grpo_runs_boards_at_its_rate_batch_and_steps(
