@@ -9,6 +9,7 @@ training needs the memory.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -105,77 +106,24 @@ def default_components() -> Components:
     from envengineer.mapf.generator import generate_round
 
     return Components(
-        trainer=_default_trainer,
-        sft_trainer=_default_sft_trainer,
-        teacher=_default_teacher,
+        trainer=_lazy("envengineer.training.grpo", "train_round"),
+        sft_trainer=_lazy("envengineer.training.sft", "sft"),  # the warm-start's learner on a round's boards
+        teacher=_lazy("envengineer.training.teach", "teach_round"),
         evaluator=_default_evaluator,
         engineer_factory=_default_engineer_factory,
         generator=generate_round,
-        warm_starter=_default_warm_starter,
+        warm_starter=_lazy("envengineer.training.sft", "sft"),
     )
 
 
-def _default_trainer(
-    model: str | None,
-    instances: Sequence[Instance],
-    *,
-    out_dir: Path,
-    preset: str,
-    epochs: float,
-    seed: int,
-    max_steps: int | None,
-) -> Any:
-    from envengineer.training.grpo import train_round
+def _lazy(module: str, name: str) -> Callable[..., Any]:
+    """``module.name``, imported at its first call: torch and TRL load only when a stage trains."""
 
-    return train_round(
-        model, instances, out_dir=out_dir, preset=preset, epochs=epochs, seed=seed, max_steps=max_steps
-    )
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
 
-
-def _default_sft_trainer(
-    model: str | None,
-    instances: Sequence[Instance],
-    *,
-    out_dir: Path,
-    preset: str,
-    epochs: float,
-    seed: int,
-    max_steps: int | None,
-) -> Any:
-    """A round of ``training.learner: sft``: the warm-start's learner on the round's boards."""
-    from envengineer.training.sft import sft
-
-    return sft(
-        model, instances, out_dir=out_dir, preset=preset, seed=seed, epochs=epochs, max_steps=max_steps
-    )
-
-
-def _default_teacher(
-    model: str | None,
-    instances: Sequence[Instance],
-    *,
-    out_dir: Path,
-    settings: Any,
-    seed: int,
-    max_steps: int | None,
-) -> Any:
-    from envengineer.training.teach import teach_round
-
-    return teach_round(model, instances, out_dir=out_dir, settings=settings, seed=seed, max_steps=max_steps)
-
-
-def _default_warm_starter(
-    model: str | None,
-    instances: Sequence[Instance],
-    *,
-    out_dir: Path,
-    preset: str,
-    seed: int,
-    max_steps: int | None,
-) -> Any:
-    from envengineer.training.sft import sft
-
-    return sft(model, instances, out_dir=out_dir, preset=preset, seed=seed, max_steps=max_steps)
+    call.__name__ = call.__qualname__ = f"{module}.{name}"
+    return call
 
 
 def _default_evaluator(
