@@ -409,6 +409,15 @@ def test_the_small_presets_budgets_fit_the_default_formats_plans() -> None:
     grpo_budget = load_preset("grpo-small", "grpo").max_completion_length
     assert max(longest.values()) <= sft_budget < max(longest.values()) + 64
     assert max(n for (agents, size), n in longest.items() if agents == 3 and size <= 8) <= grpo_budget
+    # ... and on two agents up to 10x10, what grpo-small's rounds draw by default (the benchmark has none)
+    from envengineer.mapf.generator import generate_cell
+
+    two = [
+        len(tokenizer.encode(target_response(inst, fmt.scratchpad))) + 1
+        for size in (9, 10)
+        for inst in generate_cell(num_agents=2, size=size, count=60, wait_count=30, seed=7, split="train")
+    ]
+    assert max(two) <= grpo_budget
     from envengineer.loop.demo import demo_experiment
 
     three = max(n for (agents, _), n in longest.items() if agents == 3)
