@@ -219,6 +219,36 @@ def test_subprocess_stages_launch_envengineer_sft_each_round(
     assert read_json(run / "round_01" / "train" / "metrics.json")["steps"] == 5
 
 
+def test_launched_rounds_take_the_trackers_as_a_preset_file(
+    tmp_path: Path, sets: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With training.report_to, a subprocess round gets its preset as a file with the trackers in it (a
+    preset object cannot go on a command line)."""
+    import yaml
+
+    from envengineer.loop import launch
+
+    exp = sft_experiment(
+        sets, **{"launch.stages": "subprocess", "training.max_steps": 5, "training.report_to": ["tensorboard"]}
+    )
+    launched: list[list[str]] = []
+
+    def fake_stage(cmd: list[str], *, log_path: Path, retries: int, what: str) -> None:
+        launched.append(list(cmd))
+        out = log_path.parent
+        (out / "metrics.json").write_text(json.dumps({"checkpoint": str(out / "checkpoint"), "steps": 5}))
+
+    monkeypatch.setattr(launch, "run_stage", fake_stage)
+    run = prepare(tmp_path / "run", sets)
+    run_experiment(exp, run, components=Components(trainer=must_not_run("GRPO trainer"), evaluator=greedy))
+    for r, cmd in enumerate(launched):
+        path = Path(cmd[cmd.index("--preset") + 1])
+        assert path == run / f"round_{r:02d}" / "train" / "preset.in.yaml"
+        written = yaml.safe_load(path.read_text(encoding="utf-8"))
+        assert written["kind"] == "sft" and written["sft"]["report_to"] == ["tensorboard"]
+        assert written["sft"]["learning_rate"] == 2.0e-3  # the experiment's sft-small, defaults written out
+
+
 def test_training_details_describe_the_learner(tmp_path: Path, sets: dict[str, Path]) -> None:
     from types import SimpleNamespace
 

@@ -220,6 +220,19 @@ def run_stage(cmd: Sequence[str], *, log_path: Path, retries: int, what: str) ->
 
 
 # -- the loop's components ---------------------------------------------------------------------------------
+def preset_argument(preset: Any, out: Path) -> str:
+    """A preset as a stage's command line takes it: a name or path as given; a preset object (the one
+    ``training.report_to`` makes, its trackers written in) as a YAML file in ``out``, defaults written out."""
+    if isinstance(preset, str | Path):
+        return str(preset)
+    from envengineer.training.presets import preset_to_yaml
+
+    path = out / "preset.in.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(preset_to_yaml(preset), encoding="utf-8")
+    return str(path)
+
+
 class SubprocessTrainer:
     """A :class:`~envengineer.loop.runner.Trainer` that launches ``envengineer.cli train`` per round."""
 
@@ -242,8 +255,8 @@ class SubprocessTrainer:
         out = Path(out_dir)
         data = save_instances(instances, out / "instances.jsonl.gz")
         cmd = train_command(
-            self.exp, self.kind, model=model, instances=data, out_dir=out, preset=preset, seed=seed,
-            epochs=epochs, max_steps=max_steps,
+            self.exp, self.kind, model=model, instances=data, out_dir=out,
+            preset=preset_argument(preset, out), seed=seed, epochs=epochs, max_steps=max_steps,
         )  # fmt: skip
         run_stage(cmd, log_path=out / "stage.log", retries=self.exp.launch.retries, what=f"{self.kind} {out}")
         from envengineer.loop.rundir import read_json
