@@ -228,9 +228,8 @@ def test_launched_rounds_take_the_trackers_as_a_preset_file(
 
     from envengineer.loop import launch
 
-    exp = sft_experiment(
-        sets, **{"launch.stages": "subprocess", "training.max_steps": 5, "training.report_to": ["tensorboard"]}
-    )
+    over = {"launch.stages": "subprocess", "training.max_steps": 5, "training.report_to": ["tensorboard"]}
+    exp = sft_experiment(sets, **over)
     launched: list[list[str]] = []
 
     def fake_stage(cmd: list[str], *, log_path: Path, retries: int, what: str) -> None:
