@@ -219,6 +219,15 @@ def test_subprocess_stages_launch_envengineer_sft_each_round(
     assert read_json(run / "round_01" / "train" / "metrics.json")["steps"] == 5
 
 
+def test_preflight_refuses_length_grouped_sft_over_several_processes(sets: dict[str, Path]) -> None:
+    """sft-small orders the batches of one process: several launched processes are refused before the run,
+    not in its first round."""
+    over = {"launch.stages": "subprocess", "launch.launcher": "torchrun", "launch.processes": 2}
+    with pytest.raises(ConfigError, match=r"training\.preset: length_group_batches .*launch\.processes=2"):
+        preflight(sft_experiment(sets, **over))
+    preflight(sft_experiment(sets, **{**over, "launch.processes": 1}))  # one process: fine
+
+
 def test_launched_rounds_take_the_trackers_as_a_preset_file(
     tmp_path: Path, sets: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -61,6 +61,11 @@ def preflight(experiment: Experiment, *, own_engineer: bool = False) -> None:
             loaded = load_preset(preset, kind)
             if kind == "grpo":
                 loaded.batch_shape(exp.launch.processes)  # the step must split over the processes
+            elif loaded.length_group_batches is not None and exp.launch.processes > 1:
+                raise ConfigError(  # sft() refuses it in the stage, after the run has begun
+                    f"length_group_batches orders the batches of one process, not launch.processes="
+                    f"{exp.launch.processes}; use a preset with length_group_batches: null"
+                )
         except ImportError as exc:
             problems.append(
                 f"{section}: the training extra is missing ({exc.name}); pip install 'envengineer[train]'"
