@@ -274,6 +274,7 @@ def test_training_details_describe_the_learner(tmp_path: Path, sets: dict[str, P
     teach = details(**{"training.learner": "teach", "training.teach": {"rollout_batch": 8}})
     assert "DAgger" in teach["algorithm"] and "reward" not in teach and "GRPO" not in teach["algorithm"]
     assert teach["hyperparameters"]["rollout_batch"] == 8 and teach["hyperparameters"]["max_steps"] == 7
+    assert "epochs" not in teach and sft["epochs"] == 1.5  # teach ignores epochs_per_round
 
 
 @pytest.mark.slow

@@ -217,6 +217,7 @@ def training_details(loop: Loop, r: int) -> dict[str, Any]:
         "objective": objective,
     }
     if learner == "teach":
+        del details["epochs"]  # teach runs by steps and minutes, never by passes over the boards
         teach = exp.training.teach.model_dump()
         if exp.training.max_steps:
             teach["max_steps"] = exp.training.max_steps
