@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,16 +48,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out", type=Path, default=ROOT / "src" / "envengineer" / "data" / "trainee", help="package folder"
     )
     return p.parse_args(argv)
-
-
-def commit() -> str:
-    """The commit the trainee was built from (``unknown`` outside a git checkout)."""
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def held_out_rates(record: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import transformers
 
+    from bench_warm_start import source_commit
+
     manifest = {
         "name": "policy:trainee",
         "about": "the tiny free-moves small policy, supervised on the exact solver's optimal plans of "
@@ -128,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": record["steps"],
         "train_minutes": record["train_minutes"],
         "final_loss": record["final_loss"],
-        "commit": record.get("commit") or commit(),  # the training run's, else this checkout's
+        "commit": record.get("commit") or source_commit(),  # the training run's, else this checkout's
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "held_out": held_out_rates(record),
         "held_out_note": "greedy answers on benchmarks/bench_warm_start.py's held-out sets (288 boards per "

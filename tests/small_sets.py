@@ -77,3 +77,13 @@ def small_overrides(sets: dict[str, Path]) -> dict[str, Any]:
         "evaluation.benchmark_limit": None,
         "warm_start.samples": 4,
     }
+
+
+def dotted_experiment(data: dict[str, Any], settings: dict[str, Any]) -> Any:
+    """The experiment of ``data`` with each dotted-key setting (``"training.learner": "sft"``) applied, as
+    ``envengineer run --set`` applies them."""
+    from envengineer.loop.experiment import Experiment, set_dotted
+
+    for key, value in settings.items():
+        set_dotted(data, key, value)
+    return Experiment.from_dict(data)

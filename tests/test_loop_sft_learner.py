@@ -12,11 +12,11 @@ import pytest
 
 from envengineer.errors import ConfigError
 from envengineer.loop.components import Components
-from envengineer.loop.experiment import Experiment, set_dotted
+from envengineer.loop.experiment import Experiment
 from envengineer.loop.plan import plan, preflight
 from envengineer.loop.rundir import read_json, read_jsonl
 from envengineer.loop.runner import run_experiment
-from small_sets import small_overrides, write_small_sets
+from small_sets import dotted_experiment, small_overrides, write_small_sets
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +36,7 @@ def sft_experiment(sets: dict[str, Path], **over: Any) -> Experiment:
         "epochs_per_round": 1.5,
         **over,
     }
-    for key, value in small.items():
-        set_dotted(data, key, value)
-    return Experiment.from_dict(data)
+    return dotted_experiment(data, small)
 
 
 def greedy(model: Any, instances: Any, *, out_dir: Path, **_: Any) -> Any:
@@ -59,6 +57,22 @@ def prepare(run: Path, sets: dict[str, Path]) -> Path:
     run.mkdir()
     (run / "validation_set.jsonl").write_bytes(sets["validation"].read_bytes())
     return run
+
+
+def fake_launches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Stage processes that are never started: each command is recorded and its round written as done
+    (5 steps); returns the list the commands go to."""
+    from envengineer.loop import launch
+
+    launched: list[list[str]] = []
+
+    def fake_stage(cmd: list[str], *, log_path: Path, retries: int, what: str) -> None:
+        launched.append(list(cmd))
+        out = log_path.parent
+        (out / "metrics.json").write_text(json.dumps({"checkpoint": str(out / "checkpoint"), "steps": 5}))
+
+    monkeypatch.setattr(launch, "run_stage", fake_stage)
+    return launched
 
 
 def test_a_loop_with_the_sft_learner_trains_each_round_on_its_boards(
@@ -202,14 +216,7 @@ def test_subprocess_stages_launch_envengineer_sft_each_round(
         assert "--preset sft-small" in cmd and "--epochs 1.5" in cmd and "--max-steps 5" in cmd
     assert f"--model {tmp_path / 'planned' / 'round_00' / 'train' / 'checkpoint'}" in planned["round 1 train"]
 
-    launched: list[list[str]] = []
-
-    def fake_stage(cmd: list[str], *, log_path: Path, retries: int, what: str) -> None:
-        launched.append(list(cmd))
-        out = log_path.parent
-        (out / "metrics.json").write_text(json.dumps({"checkpoint": str(out / "checkpoint"), "steps": 5}))
-
-    monkeypatch.setattr(launch, "run_stage", fake_stage)
+    launched = fake_launches(monkeypatch)
     run = prepare(tmp_path / "run", sets)
     # no sft_trainer given: the run fills in the launched one
     comps = Components(trainer=must_not_run("GRPO trainer"), evaluator=greedy)
@@ -235,18 +242,9 @@ def test_launched_rounds_take_the_trackers_as_a_preset_file(
     preset object cannot go on a command line)."""
     import yaml
 
-    from envengineer.loop import launch
-
     over = {"launch.stages": "subprocess", "training.max_steps": 5, "training.report_to": ["tensorboard"]}
     exp = sft_experiment(sets, **over)
-    launched: list[list[str]] = []
-
-    def fake_stage(cmd: list[str], *, log_path: Path, retries: int, what: str) -> None:
-        launched.append(list(cmd))
-        out = log_path.parent
-        (out / "metrics.json").write_text(json.dumps({"checkpoint": str(out / "checkpoint"), "steps": 5}))
-
-    monkeypatch.setattr(launch, "run_stage", fake_stage)
+    launched = fake_launches(monkeypatch)
     run = prepare(tmp_path / "run", sets)
     run_experiment(exp, run, components=Components(trainer=must_not_run("GRPO trainer"), evaluator=greedy))
     for r, cmd in enumerate(launched):

@@ -12,14 +12,14 @@ import pytest
 
 from envengineer.engineer.curriculum import LearnabilityCurriculum
 from envengineer.loop.components import Components
-from envengineer.loop.experiment import Experiment, set_dotted
+from envengineer.loop.experiment import Experiment
 from envengineer.loop.rundir import read_json, read_jsonl
 from envengineer.loop.runner import run_experiment
 from envengineer.mapf.config import ConfigSpace, RoundConfig
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.scoring import ScoreReport
 from envengineer.mapf.validator import Verdict
-from small_sets import small_overrides, write_small_sets
+from small_sets import dotted_experiment, small_overrides, write_small_sets
 
 SPACE = ConfigSpace(sizes=(3, 4, 5))
 #: Every round's boards: four of each size 3, 4 and 5 (the fake generator's configuration).
@@ -59,9 +59,7 @@ def experiment(sets: dict[str, Path], **over: Any) -> Experiment:
         "training.probe": 7,
         **over,
     }
-    for key, value in settings.items():
-        set_dotted(data, key, value)
-    return Experiment.from_dict(data)
+    return dotted_experiment(data, settings)
 
 
 def generator(config: RoundConfig, seed: int, **kw: Any) -> list[Instance]:

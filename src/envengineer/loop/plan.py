@@ -182,10 +182,10 @@ def plan(experiment: Experiment) -> dict[str, Any]:
         benchmark_size = min(benchmark_size, exp.evaluation.benchmark_limit)
     learner = exp.training.learner
     steps_per_round, batch = grpo_steps(exp) if learner == "grpo" else (0, {})
-    sft_per_round = sft_steps(exp) if exp.trains and learner == "sft" else 0
+    sft_rounds = exp.trains and learner == "sft"
+    sft_per_round = sft_steps(exp) if sft_rounds else 0
     validations = exp.rounds + int(v.start)  # the starting model's validation counts too
     # an sft round first answers training.probe of its boards (what the learnability signals read)
-    sft_rounds = exp.trains and exp.training.learner == "sft"
     probes = exp.rounds * min(exp.training.probe, exp.samples_per_round) if sft_rounds else 0
     p = {
         "name": exp.name,
