@@ -2,7 +2,9 @@
 
 python benchmarks/bench_generate.py round --workers 1   # 4,000 instances, sizes 3-10 equal, holes 0.3,
 python benchmarks/bench_generate.py round --workers 2   # waits 0.5: in this process, or in 2 workers
-python benchmarks/bench_generate.py benchmark            # the 3,150-instance benchmark, 2 worker processes
+python benchmarks/bench_generate.py benchmark            # the 3,150-instance benchmark v2, 2 worker processes
+python benchmarks/bench_generate.py benchmark --version v1  # the same for v1
+python benchmarks/bench_generate.py versions             # what v2 changes: the draws v1 drops that v2 keeps
 python benchmarks/bench_generate.py warm-start --workers 2  # the demo's warm-start boards and SFT targets
 """
 
@@ -62,34 +64,87 @@ def bench_warm_start(workers: int) -> None:
     )
 
 
-def bench_benchmark(workers: int) -> None:
-    from envengineer.mapf.benchmark import BENCHMARK_SHA256, build_benchmark, sha256_file
+def bench_benchmark(workers: int, version: str) -> None:
+    from envengineer.errors import SolverBudgetExceeded
+    from envengineer.mapf import benchmark as bm
     from envengineer.mapf.instance import save_instances
     from envengineer.mapf.solver import MEMO, solve_instance
 
-    t0 = time.perf_counter()
-    instances = build_benchmark(workers=workers)
-    wall = time.perf_counter() - t0
+    v = bm.benchmark_version(version)
+    plans: dict = {}
+    t0, c0 = time.perf_counter(), time.process_time()
+    instances = bm.build_benchmark(version=v.name, workers=workers, plans=plans)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     with tempfile.TemporaryDirectory() as tmp:
-        path = save_instances(instances, Path(tmp) / "benchmark.jsonl")
-        digest = sha256_file(path)
+        path = save_instances(instances, Path(tmp) / v.file)
+        digest = bm.sha256_file(path)
+        plans_digest = bm.sha256_file(bm.save_plans(plans, instances, Path(tmp) / "plans.jsonl"))
+    same = digest == v.sha256 and (v.plans_sha256 is None or plans_digest == v.plans_sha256)
     print(
-        f"benchmark: {len(instances)} instances in {wall:.1f} s wall with {workers} workers "
-        f"(sha256 {digest[:16]}..., "
-        f"{'matches' if digest == BENCHMARK_SHA256 else 'DIFFERS FROM'} the packaged hash)"
+        f"benchmark {v.name}: {len(instances)} instances in {wall:.1f} s wall with {workers} workers "
+        f"(CPU of this process {cpu:.1f} s; sha256 {digest[:16]}..., "
+        f"{'matches' if same else 'DIFFERS FROM'} the packaged files); {len(plans)} kept boards are beyond "
+        "the solver's default budget"
     )
     hardest = [i for i in instances if i.num_agents == 5 and i.size == 10]
     MEMO.clear()  # time the searches, not the memo of boards solved in this process
-    times = []
+    times, over = [], 0
     for inst in hardest:
         t = time.perf_counter()
-        solve_instance(inst)
+        try:
+            solve_instance(inst)
+        except SolverBudgetExceeded:
+            over += 1
         times.append(1000 * (time.perf_counter() - t))
     times.sort()
     print(
         f"solver on the hardest cell (5 agents, 10x10, {len(times)} instances): "
         f"median {statistics.median(times):.1f} ms, "
-        f"p95 {times[int(0.95 * (len(times) - 1))]:.1f} ms, worst {times[-1]:.1f} ms"
+        f"p95 {times[int(0.95 * (len(times) - 1))]:.1f} ms, worst {times[-1]:.1f} ms, "
+        f"{over} over the default budget"
+    )
+
+
+def bench_versions() -> None:
+    """v1's build in this process, counting the draws it drops for the solver's budget, against the
+    packaged v2: the share of those draws that v2 keeps, and how many instances differ."""
+    from envengineer.errors import SolverBudgetExceeded
+    from envengineer.mapf import benchmark as bm
+    from envengineer.mapf import generator as gen
+    from envengineer.mapf.instance import board_hash
+
+    dropped: list[str] = []
+    draws = [0]
+    real = gen.solve
+
+    def counting(grid, starts, goals, **kw):
+        draws[0] += 1
+        try:
+            return real(grid, starts, goals, **kw)
+        except SolverBudgetExceeded:
+            dropped.append(board_hash(grid, starts, goals))
+            raise
+
+    gen.solve = counting
+    t0 = time.perf_counter()
+    try:
+        v1 = bm.build_benchmark(version="v1", workers=1)
+    finally:
+        gen.solve = real
+    v2 = bm.load_benchmark("v2")
+    assert [i.id for i in v1] == [i.id for i in v2]
+    kept = {i.board_hash() for i in v2}
+    v1_boards = {i.board_hash() for i in v1}
+    revived = sum(h in kept for h in dropped)
+    differ = sum(a.board_hash() != b.board_hash() for a, b in zip(v1, v2, strict=True))
+    print(
+        f"v1 build: {draws[0]} draws solved, {len(dropped)} dropped over the default budget "
+        f"({100 * len(dropped) / draws[0]:.1f} %), {time.perf_counter() - t0:.1f} s in one process"
+    )
+    print(
+        f"v2 keeps {revived} of those {len(dropped)} draws ({100 * revived / len(dropped):.1f} %); "
+        f"{differ} of {len(v2)} instances differ from v1 ({100 * differ / len(v2):.1f} %), "
+        f"{len(kept - v1_boards)} v2 boards are not in v1 at all"
     )
 
 
@@ -97,7 +152,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", choices=("round", "benchmark", "warm-start"))
+    parser.add_argument("what", choices=("round", "benchmark", "versions", "warm-start"))
+    parser.add_argument("--version", default="v2", help="benchmark version to build (v1 or v2)")
     parser.add_argument("--samples", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=min(2, usable_cpus()))
@@ -107,8 +163,10 @@ def main() -> int:
         bench_round(args.samples, args.seed, args.workers)
     elif args.what == "warm-start":
         bench_warm_start(args.workers)
+    elif args.what == "versions":
+        bench_versions()
     else:
-        bench_benchmark(args.workers)
+        bench_benchmark(args.workers, args.version)
     return 0
 
 

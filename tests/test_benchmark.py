@@ -1,13 +1,29 @@
-"""The packaged benchmark: its shape (SPEC §4), its hash, and a validation set disjoint from it."""
+"""The packaged benchmark: its two versions and their hashes, its shape (SPEC §4), v2's keep rule (every draw
+decided, the build stops naming a draw it cannot decide), its shipped plans, and a validation set disjoint
+from it."""
 
 from __future__ import annotations
 
+import functools
+import json
 from collections import Counter
 
+import numpy as np
 import pytest
 
+from envengineer.errors import ConfigError, UndecidedDraw
+from envengineer.loop.experiment import Experiment
 from envengineer.mapf import benchmark as bm
+from envengineer.mapf import generator as gen
 from envengineer.mapf.instance import save_instances
+from envengineer.mapf.policies import respond
+from envengineer.mapf.solver import solve
+from envengineer.mapf.validator import validate
+
+#: The part of v2 the rebuild test builds: one (agents, size) cell per agent count, all three wait subsets
+#: each; every one holds boards the solver's default budget does not settle (decided with the generous
+#: budget, shipped with their plans).
+REBUILT_CELLS = ((3, 5), (4, 4), (5, 7))
 
 
 @pytest.fixture(scope="module")
@@ -15,22 +31,106 @@ def bench():
     return bm.load_benchmark()
 
 
-def test_packaged_file_has_the_documented_hash():
-    assert bm.sha256_file(bm.benchmark_path()) == bm.BENCHMARK_SHA256
+@pytest.fixture(scope="module")
+def bench_v1():
+    return bm.load_benchmark("v1")
 
 
-def test_shape(bench):
-    assert len(bench) == 3150
-    cells = Counter((i.num_agents, i.size) for i in bench)
+def test_packaged_files_have_the_documented_hashes():
+    for v in bm.VERSIONS.values():
+        assert bm.sha256_file(bm.benchmark_path(v.name)) == v.sha256
+    assert bm.sha256_file(bm.plans_path("v2")) == bm.BENCHMARK_V2_PLANS_SHA256
+    assert bm.DEFAULT_VERSION == "v2" and bm.benchmark_path() == bm.benchmark_path("v2")
+    assert bm.BENCHMARK_SHA256 == bm.BENCHMARK_V2_SHA256
+
+
+def test_v1_loads_by_name_and_keeps_its_hash(bench, bench_v1):
+    assert bm.sha256_file(bm.benchmark_path("v1")) == bm.BENCHMARK_V1_SHA256
+    assert bm.plans_path("v1") is None
+    assert [i.id for i in bench_v1] == [i.id for i in bench]  # the same ids, line for line
+    assert bench_v1 != bench
+    assert bm.benchmark_name("benchmark-v1") == "v1" and bm.benchmark_name("benchmark") == "v2"
+
+
+def test_an_unknown_version_is_a_clear_error():
+    message = r"unknown benchmark version 'v3'; use one of v1, v2 \(default v2\)"
+    with pytest.raises(ConfigError, match=message):
+        bm.load_benchmark("v3")
+    with pytest.raises(ConfigError, match=message):
+        bm.benchmark_name("benchmark-v3")
+    with pytest.raises(ConfigError, match="benchmark_version"):
+        Experiment.model_validate({"name": "x", "evaluation": {"benchmark_version": "v3"}})
+    exp = Experiment.model_validate({"name": "x", "evaluation": {"benchmark_version": "v1"}})
+    assert exp.evaluation.benchmark_version == "v1"
+    assert Experiment.model_validate({"name": "x"}).evaluation.benchmark_version == bm.DEFAULT_VERSION
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_shape(version, bench, bench_v1):
+    instances = bench if version == "v2" else bench_v1
+    assert len(instances) == 3150
+    cells = Counter((i.num_agents, i.size) for i in instances)
     assert set(cells) == {(k, n) for k in (3, 4, 5) for n in range(k, 11)}
     assert set(cells.values()) == {150}
-    subsets = Counter((i.num_agents, i.size, i.meta["subset"]) for i in bench)
+    subsets = Counter((i.num_agents, i.size, i.meta["subset"]) for i in instances)
     assert set(subsets.values()) == {50}
-    waits = Counter((i.meta["subset"], bool(i.needs_wait)) for i in bench)
+    waits = Counter((i.meta["subset"], bool(i.needs_wait)) for i in instances)
     assert {s: waits[(s, True)] // 21 for s in bm.SUBSETS} == {"wr_025": 13, "wr_050": 25, "wr_075": 38}
-    assert all(i.solved and 0 <= i.hole_ratio <= 0.5 for i in bench)
-    assert len({i.board_hash() for i in bench}) == 3150
-    assert len({i.id for i in bench}) == 3150
+    assert all(i.solved and 0 <= i.hole_ratio <= 0.5 for i in instances)
+    assert len({i.board_hash() for i in instances}) == 3150
+    assert len({i.id for i in instances}) == 3150
+
+
+def test_shipped_plans_are_valid_optimal_and_for_v2_boards(bench):
+    by_hash = {i.board_hash(): i for i in bench}
+    rows = [json.loads(line) for line in bm.plans_path("v2").read_text().splitlines()]
+    assert rows and len({r["board_hash"] for r in rows}) == len(rows)
+    for row in rows:
+        inst = by_hash[row["board_hash"]]
+        assert inst.id == row["id"]
+        verdict = validate(inst, respond("optimal", inst, np.random.default_rng(0)))
+        assert verdict.valid and verdict.soc == inst.optimal_soc, inst.id
+
+
+def test_the_first_shipped_board_is_beyond_the_default_budget(bench):
+    """Why plans ship at all: the solver does not settle these boards within its default budget."""
+    row = json.loads(bm.plans_path("v2").read_text().splitlines()[0])
+    inst = next(i for i in bench if i.id == row["id"])
+    from envengineer.errors import SolverBudgetExceeded
+
+    with pytest.raises(SolverBudgetExceeded):
+        solve(inst.grid, inst.starts, inst.goals, memo=False)
+
+
+def test_a_draw_the_build_cannot_decide_stops_it_naming_the_draw(monkeypatch):
+    """With a budget of one unit nothing is decided: the first draw of the first instance of the first
+    subset stops the build, and the message says which draw that is and how to fix it."""
+    monkeypatch.setattr(gen, "solve", functools.partial(gen.solve, node_budget=1))  # the fast path too
+    with pytest.raises(UndecidedDraw) as err:
+        bm.build_set(
+            seed=7, split="custom", per_cell=1, agents=(2,), min_size=3, max_size=3, decide=1, workers=1
+        )
+    text = str(err.value)
+    for part in (
+        "draw 0 of instance 2agents_3x3_wr025_000000",
+        "2 agents, 3x3, subset wr_025, stream 0, index 0, seed 7",
+        "seed tuple (7, 3, 2, 3, 0, 0)",
+        "not decided within node_budget=1",
+        "raise DECIDE_BUDGET",
+    ):
+        assert part in text
+
+
+def test_v2_keeps_a_draw_v1_drops_for_its_budget():
+    """4 agents on 4x4, wait subset wr_025, instance 6: its draw 3 needs more than the solver's default
+    budget, so v1 redraws and v2 keeps it (solvable, and it needs a wait as that instance must)."""
+    cell = {
+        v: bm.build_benchmark(version=v, agents=(4,), min_size=4, max_size=4, workers=1) for v in bm.VERSIONS
+    }
+    v1 = {i.id: i for i in cell["v1"]}
+    kept = next(i for i in cell["v2"] if i.id == "4agents_4x4_wr025_000006")
+    assert kept.board_hash() != v1[kept.id].board_hash() and kept.needs_wait
+    assert [i.to_dict() for i in cell["v1"]] == [i.to_dict() for i in bm.load_benchmark("v1") if i.id in v1]
 
 
 def test_validation_set_is_disjoint_and_of_the_same_shape(bench):
@@ -47,6 +147,20 @@ def test_a_one_agent_validation_set_has_no_waits():
 
 
 @pytest.mark.slow
-def test_rebuild_is_byte_identical(tmp_path):
-    path = save_instances(bm.build_benchmark(), tmp_path / "benchmark.jsonl")
-    assert bm.sha256_file(path) == bm.BENCHMARK_SHA256
+def test_rebuild_of_a_stratified_part_is_byte_identical(tmp_path, bench):
+    """The cells of :data:`REBUILT_CELLS` (one per agent count, all three wait subsets: 450 instances), built
+    alone, equal their lines of the shipped v2 file byte for byte, and their plans the shipped plans. A cell
+    is built exactly as in the whole (it shares nothing with the other cells), so this checks the build's
+    rule and the decisions beyond the default budget; the whole build takes minutes (docs/benchmarks.md)."""
+    plans: dict = {}
+    built = []
+    for k, n in REBUILT_CELLS:
+        built += bm.build_benchmark(agents=(k,), min_size=n, max_size=n, workers=1, plans=plans)
+    assert plans, "the part holds boards beyond the default budget"
+    shipped = [i for i in bench if (i.num_agents, i.size) in REBUILT_CELLS]
+    lines = {i.id: line for i, line in zip(bench, bm.benchmark_path().read_text().splitlines(), strict=True)}
+    path = save_instances(built, tmp_path / "part.jsonl")
+    assert path.read_text().splitlines() == [lines[i.id] for i in shipped]
+    ids = {i.id for i in shipped}
+    shipped_plans = [r for r in bm.plans_path().read_text().splitlines() if json.loads(r)["id"] in ids]
+    assert bm.save_plans(plans, built, tmp_path / "plans.jsonl").read_text().splitlines() == shipped_plans

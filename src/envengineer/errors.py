@@ -33,6 +33,11 @@ class GenerationError(EnvEngineerError):
     """The generator could not produce an instance that meets the requested targets within its budget."""
 
 
+class UndecidedDraw(GenerationError):
+    """A set whose draws must all be decided (benchmark v2) met a draw the solver could neither solve nor
+    prove unsolvable within the generous budget; the message names the draw."""
+
+
 # -- one line per error ----------------------------------------------------------------------------------
 #: Longest message the boundary prints for an error it did not raise itself (one line).
 _MAX_MESSAGE = 300

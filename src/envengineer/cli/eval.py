@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--set",
         dest="eval_set",
         default="benchmark",
-        help="'benchmark' (3,150 instances, default), 'validation', or an instance file (.jsonl)",
+        help="'benchmark' (3,150 instances of v2, default; 'benchmark-v1' for v1), 'validation', or an "
+        "instance file (.jsonl)",
     )
     p.add_argument(
         "--limit",
@@ -129,12 +130,14 @@ def _add_local_options(p: argparse.ArgumentParser) -> None:
 
 
 def load_eval_set(name: str) -> list[Any]:
-    """The instances named by ``--set``: ``benchmark``, ``validation`` or a path to an instance file."""
+    """The instances named by ``--set``: ``benchmark`` (v2; ``benchmark-v1`` for v1), ``validation`` or a
+    path to an instance file."""
     from envengineer.mapf import benchmark
     from envengineer.mapf.instance import load_instances
 
-    if name == "benchmark":
-        return benchmark.load_benchmark()
+    version = benchmark.benchmark_name(name)
+    if version is not None:
+        return benchmark.load_benchmark(version)
     if name == "validation":
         loader = getattr(benchmark, "load_validation_set", None)
         if loader is not None:
@@ -144,7 +147,8 @@ def load_eval_set(name: str) -> list[Any]:
     path = Path(name)
     if not path.exists():
         raise InstanceFormatError(
-            f"--set {name!r}: no such file; use 'benchmark', 'validation' or an instance file"
+            f"--set {name!r}: no such file; use 'benchmark' ('benchmark-v1' for v1), 'validation' or an "
+            "instance file"
         )
     return load_instances(path)
 

@@ -75,17 +75,34 @@ def _register_benchmark(sub: argparse._SubParsersAction) -> None:
         help="build the benchmark or a validation set, or show their facts",
         description="The fixed 3,150-instance benchmark (SPEC §4): rebuild it byte for byte, build a "
         "validation set of its shape that shares no board with it, or print where the packaged copy lies and "
-        "its hash.",
+        "its hash. Two versions ship: v2 (the default) keeps every solvable draw, v1 only the draws the "
+        "solver settles within its default budget (docs/testbed.md, 'The benchmark').",
+    )
+    version = argparse.ArgumentParser(add_help=False)
+    version.add_argument(
+        "--version",
+        dest="benchmark_version",
+        default=None,
+        metavar="V",
+        help="benchmark version, v1 or v2 (default v2)",
     )
     bsub = p.add_subparsers(
         dest="benchmark_command", metavar="ACTION", required=True, help="build, validation or info"
     )
-    b = bsub.add_parser("build", help="rebuild the 3,150-instance benchmark")
-    b.add_argument("-o", "--output", type=Path, required=True, help="instance file to write")
+    b = bsub.add_parser("build", parents=[version], help="rebuild the 3,150-instance benchmark")
+    b.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="instance file to write; v2 also writes NAME-plans.jsonl next to it (see docs/testbed.md)",
+    )
     b.add_argument("--workers", type=pos_int, default=None, help="processes (default: 2)")
     b.set_defaults(func=cmd_benchmark_build)
     b = bsub.add_parser(
-        "validation", help="build a validation set of the benchmark's shape, disjoint from it"
+        "validation",
+        parents=[version],
+        help="build a validation set of the benchmark's shape, disjoint from it, with its keep rule",
     )
     b.add_argument("-o", "--output", type=Path, required=True, help="instance file to write")
     b.add_argument("--per-cell", type=pos_int, default=None, help="instances per cell and subset (default 4)")
@@ -94,7 +111,9 @@ def _register_benchmark(sub: argparse._SubParsersAction) -> None:
     )
     b.add_argument("--workers", type=pos_int, default=None, help="processes (default: 2)")
     b.set_defaults(func=cmd_benchmark_validation)
-    b = bsub.add_parser("info", help="where the packaged benchmark lies, its hash and shape")
+    b = bsub.add_parser(
+        "info", parents=[version], help="where the packaged benchmark lies, its hash and shape"
+    )
     b.set_defaults(func=cmd_benchmark_info)
 
 
@@ -105,7 +124,11 @@ def _register_score(sub: argparse._SubParsersAction) -> None:
         help="score a responses file: the paper's table",
         description='Score responses ({"id": ..., "response": "..."} per line) against instances.',
     )
-    p.add_argument("instances", type=Path, help="instance file (.jsonl); 'benchmark' for the packaged one")
+    p.add_argument(
+        "instances",
+        type=Path,
+        help="instance file (.jsonl); 'benchmark' for the packaged one ('benchmark-v1' for v1)",
+    )
     p.add_argument("responses", type=Path, help='responses file: {"id": ..., "response": "..."} per line')
     p.add_argument("--json", type=Path, dest="json_out", help="write verdicts and the table as JSON here")
     p.set_defaults(func=cmd_score)
@@ -119,7 +142,9 @@ def _register_show(sub: argparse._SubParsersAction) -> None:
         description="Print one instance as text (its optima, the grid, the agents' starts and goals) and, "
         "with --prompt, the exact prompt a model sees.",
     )
-    p.add_argument("instances", type=Path, help="instance file; 'benchmark' for the packaged one")
+    p.add_argument(
+        "instances", type=Path, help="instance file; 'benchmark' for the packaged one ('benchmark-v1' for v1)"
+    )
     p.add_argument("--index", type=int, default=0, help="0-based line index (default 0)")
     p.add_argument("--id", dest="instance_id", help="select by id instead of index")
     p.add_argument("--prompt", action="store_true", help="also print the model prompt")
@@ -135,7 +160,9 @@ def _register_play(sub: argparse._SubParsersAction) -> None:
         "`envengineer score`: optimal (the solver's plan), greedy (each agent's own shortest path, ignoring "
         "the others) or random.",
     )
-    p.add_argument("instances", type=Path, help="instance file; 'benchmark' for the packaged one")
+    p.add_argument(
+        "instances", type=Path, help="instance file; 'benchmark' for the packaged one ('benchmark-v1' for v1)"
+    )
     p.add_argument(
         "--policy", choices=("optimal", "greedy", "random"), default="optimal", help="default optimal"
     )
@@ -225,12 +252,22 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_benchmark_build(args: argparse.Namespace) -> int:
-    from envengineer.mapf.benchmark import build_benchmark, sha256_file
+    from envengineer.mapf import benchmark as bm
     from envengineer.mapf.instance import save_instances
 
-    instances = build_benchmark(workers=args.workers, progress=True)
+    v = bm.benchmark_version(args.benchmark_version or bm.DEFAULT_VERSION)
+    _check_output_file(args.output)
+    plans: dict = {}
+    instances = bm.build_benchmark(version=v.name, workers=args.workers, progress=True, plans=plans)
     save_instances(instances, args.output)
-    print(f"wrote {len(instances)} instances to {args.output} (sha256 {sha256_file(args.output)})")
+    same = "the packaged hash" if bm.sha256_file(args.output) == v.sha256 else "NOT the packaged hash"
+    print(
+        f"wrote {len(instances)} instances of benchmark {v.name} to {args.output} "
+        f"(sha256 {bm.sha256_file(args.output)}, {same})"
+    )
+    if v.plans_file is not None:
+        plans_out = bm.save_plans(plans, instances, bm.plans_file_for(args.output))
+        print(f"wrote the plans of {len(plans)} boards beyond the solver's default budget to {plans_out}")
     return 0
 
 
@@ -243,6 +280,7 @@ def cmd_benchmark_validation(args: argparse.Namespace) -> int:
         seed=args.seed if args.seed is not None else bm.VALIDATION_SEED,
         workers=args.workers,
         progress=True,
+        version=args.benchmark_version or bm.DEFAULT_VERSION,
     )
     save_instances(instances, args.output)
     print(f"wrote {len(instances)} validation instances to {args.output}")
@@ -252,9 +290,14 @@ def cmd_benchmark_validation(args: argparse.Namespace) -> int:
 def cmd_benchmark_info(args: argparse.Namespace) -> int:
     from envengineer.mapf import benchmark as bm
 
-    path = bm.benchmark_path()
+    v = bm.benchmark_version(args.benchmark_version or bm.DEFAULT_VERSION)
+    path = bm.benchmark_path(v.name)
+    rule = "solvable draws, all decided" if v.decide else "draws the solver settles within its default budget"
+    print(
+        f"version: {v.name} (keeps {rule}; versions {', '.join(bm.VERSIONS)}, default {bm.DEFAULT_VERSION})"
+    )
     print(f"path:    {path}")
-    print(f"sha256:  {bm.sha256_file(path)} (expected {bm.BENCHMARK_SHA256})")
+    print(f"sha256:  {bm.sha256_file(path)} (expected {v.sha256})")
     print(
         f"shape:   agents {list(bm.AGENTS)}, sizes k..{bm.MAX_SIZE}, subsets {list(bm.SUBSETS)}, "
         f"{bm.PER_CELL} per cell and subset = {len(bm.cells()) * len(bm.SUBSETS) * bm.PER_CELL} instances"
@@ -321,10 +364,11 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 # -- helpers ----------------------------------------------------------------------------------------------
 def _load(path: Path):
-    from envengineer.mapf.benchmark import load_benchmark
+    from envengineer.mapf.benchmark import benchmark_name, load_benchmark
     from envengineer.mapf.instance import load_instances
 
-    return load_benchmark() if str(path) == "benchmark" else load_instances(path)
+    version = benchmark_name(str(path))
+    return load_instances(path) if version is None else load_benchmark(version)
 
 
 def _check_output_file(path: Path) -> None:

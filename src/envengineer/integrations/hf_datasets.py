@@ -289,9 +289,10 @@ def resolve_instances(source: str, *, seed: int = 0) -> tuple[list[Instance], st
     """The instance set a name or path stands for, and its default split name.
 
     Args:
-        source: ``benchmark`` (the packaged 3,150), ``validation`` (the default validation set), a round
-            configuration (``*.yaml``, ``*.yml``, ``*.json``: its instances are generated with ``seed``,
-            sharing no board with the benchmark) or an instance file (``*.jsonl``, ``*.jsonl.gz``).
+        source: ``benchmark`` (the packaged 3,150 of v2; ``benchmark-v1`` for v1), ``validation`` (the
+            default validation set), a round configuration (``*.yaml``, ``*.yml``, ``*.json``: its
+            instances are generated with ``seed``, sharing no board with the benchmark) or an instance
+            file (``*.jsonl``, ``*.jsonl.gz``).
         seed: The data seed of a round configuration.
 
     Returns:
@@ -309,8 +310,9 @@ def resolve_instances(source: str, *, seed: int = 0) -> tuple[list[Instance], st
         raise InstanceFormatError(f"source must be a name or a path, got {type(source).__name__}")
     source = str(source)
 
-    if source == "benchmark":
-        return bm.load_benchmark(), "benchmark"
+    version = bm.benchmark_name(source)
+    if version is not None:
+        return bm.load_benchmark(version), "benchmark"
     if source == "validation":
         return bm.build_validation_set(), "validation"
     path = Path(source)

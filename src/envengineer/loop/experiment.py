@@ -202,6 +202,12 @@ class EvaluationSettings(_Model):
     benchmark_path: str | None = Field(
         default=None, description="An instance file to use as the benchmark instead of the packaged one."
     )
+    benchmark_version: Literal["v1", "v2"] = Field(
+        default="v2",
+        description="Packaged benchmark version: v2 keeps every solvable draw, v1 only those the solver "
+        "settles within its default budget (earlier figures). The validation set is drawn with the same "
+        "version's rule. A benchmark_path replaces the benchmark, not the validation rule.",
+    )
     gpu_memory_utilization: float | None = Field(
         default=None,
         gt=0.0,

@@ -38,11 +38,12 @@ def validation_set(
         path.unlink()  # damaged, and redo_damaged: rebuilt below
     if path.exists():
         return load_instances(path)
-    from envengineer.mapf.benchmark import build_set
+    from envengineer.mapf.benchmark import benchmark_version, build_set
 
     v = exp.validation
     log.info("building the validation set (%d per cell, agents %s)", v.per_cell, list(v.agents))
     built = build_set(
+        decide=benchmark_version(exp.evaluation.benchmark_version).decide,
         seed=v.seed,
         split="validation",
         per_cell=v.per_cell,
@@ -58,12 +59,13 @@ def validation_set(
 
 
 def full_benchmark(exp: Experiment) -> list[Instance]:
-    """The whole benchmark: ``evaluation.benchmark_path``, else the packaged 3,150 instances."""
+    """The whole benchmark: ``evaluation.benchmark_path``, else the packaged 3,150 instances of
+    ``evaluation.benchmark_version``."""
     if exp.evaluation.benchmark_path:
         return load_instances(exp.evaluation.benchmark_path)
     from envengineer.mapf.benchmark import load_benchmark
 
-    return load_benchmark()
+    return load_benchmark(exp.evaluation.benchmark_version)
 
 
 def select_benchmark(

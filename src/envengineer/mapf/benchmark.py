@@ -5,26 +5,42 @@ three wait-ratio subsets ``wr_025``, ``wr_050``, ``wr_075``; 50 instances per ce
 ratio of each instance is uniform in [0, 0.5]. Within a cell the ``wr_XXX`` subset holds exactly
 ``round_lr(50 * XXX / 100)`` instances that need a wait (largest remainder: 13, 25 and 38 of 50).
 
-The benchmark ships with the package (``envengineer/data/benchmark.jsonl``); its SHA-256 is
-:data:`BENCHMARK_SHA256` and a test rebuilds it byte for byte. The validation set has the same shape,
-its own seed and split, fewer instances per cell, and no board in common with the benchmark.
+Two versions ship with the package, each a file with its SHA-256 (:data:`VERSIONS`); they differ only in
+the rule that keeps a drawn board:
+
+* ``v1`` (``envengineer/data/benchmark-v1.jsonl``): a draw is kept when the solver settles it within its
+  default node budget, so which draws are kept depends on how much counted work the search needs, and a
+  faster search changes the benchmark. Kept, loadable by name, for comparisons with earlier figures.
+* ``v2`` (``envengineer/data/benchmark-v2.jsonl``, the default): a draw is kept when it is solvable (and
+  meets its needs-wait target); the build decides every draw, the ones the default budget does not settle
+  with :data:`~envengineer.mapf.generator.DECIDE_BUDGET`, and stops naming the draw when one is not
+  decided, so no search can change it. Its boards that the default budget does not settle ship with an
+  optimal plan each (``benchmark-v2-plans.jsonl``), so that the scripted optimal policy needs no long
+  search.
+
+A test rebuilds v2 (a stratified part of it) byte for byte. The validation set has the benchmark's shape,
+its own seed and split, fewer instances per cell, no board in common with the benchmark, and v2's rule.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Iterable, Sequence
-from functools import partial
+from dataclasses import dataclass
+from functools import cache, partial
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from envengineer.errors import InstanceFormatError
+from envengineer.errors import ConfigError, InstanceFormatError
 from envengineer.machine import in_workers
-from envengineer.mapf.generator import counts_for, generate_cell
-from envengineer.mapf.instance import Instance, load_instances
+from envengineer.mapf.generator import DECIDE_BUDGET, counts_for, generate_cell
+from envengineer.mapf.instance import Cell, Instance, load_instances
+
+Plan = tuple[tuple[Cell, ...], ...]
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +52,82 @@ SUBSETS: dict[str, float] = {"wr_025": 0.25, "wr_050": 0.50, "wr_075": 0.75}
 PER_CELL = 50
 VALIDATION_PER_CELL = 4
 
-#: SHA-256 of the packaged ``benchmark.jsonl`` (also in docs/testbed.md).
-BENCHMARK_SHA256 = "2cb56073dd210b729c7bee43f3a96563ac3d59611dd7d40956b62c4ad475b277"
+#: SHA-256 of the packaged ``benchmark-v1.jsonl`` (also in docs/testbed.md).
+BENCHMARK_V1_SHA256 = "2cb56073dd210b729c7bee43f3a96563ac3d59611dd7d40956b62c4ad475b277"
+#: SHA-256 of the packaged ``benchmark-v2.jsonl`` and of its plans file (also in docs/testbed.md).
+BENCHMARK_V2_SHA256 = "PENDING"
+BENCHMARK_V2_PLANS_SHA256 = "PENDING"
+
+
+@dataclass(frozen=True)
+class BenchmarkVersion:
+    """One shipped version of the benchmark: its file, its hash and the rule that keeps a draw.
+
+    Attributes:
+        name: ``v1`` or ``v2``.
+        file: The instance file in ``envengineer/data``.
+        sha256: The file's SHA-256.
+        decide: ``None``: a draw is kept only when the solver settles it within its default budget (v1);
+            a budget: every draw is decided, with it where the default budget does not settle it (v2).
+        plans_file: Optimal plans of the boards the default budget does not settle (v2), or ``None``.
+        plans_sha256: That file's SHA-256.
+    """
+
+    name: str
+    file: str
+    sha256: str
+    decide: int | None
+    plans_file: str | None = None
+    plans_sha256: str | None = None
+
+
+VERSIONS: dict[str, BenchmarkVersion] = {
+    "v1": BenchmarkVersion("v1", "benchmark-v1.jsonl", BENCHMARK_V1_SHA256, None),
+    "v2": BenchmarkVersion(
+        "v2",
+        "benchmark-v2.jsonl",
+        BENCHMARK_V2_SHA256,
+        DECIDE_BUDGET,
+        "benchmark-v2-plans.jsonl",
+        BENCHMARK_V2_PLANS_SHA256,
+    ),
+}
+#: The version every loader, command and experiment uses unless told otherwise.
+DEFAULT_VERSION = "v2"
+#: SHA-256 of the default version's file.
+BENCHMARK_SHA256 = VERSIONS[DEFAULT_VERSION].sha256
+
+
+def benchmark_version(name: str = DEFAULT_VERSION) -> BenchmarkVersion:
+    """The shipped benchmark version called ``name``; a clear error for any other name.
+
+    >>> benchmark_version("v1").file
+    'benchmark-v1.jsonl'
+    >>> benchmark_version("v3")
+    Traceback (most recent call last):
+    ...
+    envengineer.errors.ConfigError: unknown benchmark version 'v3'; use one of v1, v2 (default v2)
+    """
+    if not isinstance(name, str) or name not in VERSIONS:
+        names = ", ".join(VERSIONS)
+        raise ConfigError(
+            f"unknown benchmark version {name!r}; use one of {names} (default {DEFAULT_VERSION})"
+        )
+    return VERSIONS[name]
+
+
+def benchmark_name(name: str) -> str | None:
+    """The version a set name stands for: ``benchmark`` the default, ``benchmark-v1`` / ``benchmark-v2``
+    that version; ``None`` for any other name (a path). ``benchmark-vX`` for an unknown ``X`` is an error.
+
+    >>> benchmark_name("benchmark"), benchmark_name("benchmark-v1"), benchmark_name("boards.jsonl")
+    ('v2', 'v1', None)
+    """
+    if name == "benchmark":
+        return DEFAULT_VERSION
+    if name.startswith("benchmark-v") and "." not in name and "/" not in name:
+        return benchmark_version(name.removeprefix("benchmark-")).name
+    return None
 
 
 def cells(
@@ -54,10 +144,17 @@ def cells(
 
 
 def _build_cell(
-    cell: tuple[int, int], *, seed: int, split: str, per_cell: int, exclude: frozenset[str]
-) -> list[Instance]:
+    cell: tuple[int, int],
+    *,
+    seed: int,
+    split: str,
+    per_cell: int,
+    exclude: frozenset[str],
+    decide: int | None,
+) -> tuple[list[Instance], dict[str, Plan]]:
     k, n = cell
     out: list[Instance] = []
+    plans: dict[str, Plan] = {}
     taken = set(exclude)
     for stream, (name, ratio) in enumerate(SUBSETS.items()):
         batch = generate_cell(
@@ -73,10 +170,12 @@ def _build_cell(
             exclude=taken,
             unique=True,
             meta={"subset": name},
+            decide=decide,
+            plans=plans,
         )
         taken.update(inst.board_hash() for inst in batch)
         out.extend(batch)
-    return out
+    return out, plans
 
 
 def build_set(
@@ -90,13 +189,22 @@ def build_set(
     exclude: Iterable[str] = (),
     workers: int | None = None,
     progress: bool = False,
+    decide: int | None = DECIDE_BUDGET,
+    plans: dict[str, Plan] | None = None,
 ) -> list[Instance]:
-    """Build a benchmark-shaped set, cells in parallel processes; ``workers`` does not change the result."""
+    """Build a benchmark-shaped set, cells in parallel processes; ``workers`` does not change the result.
+
+    ``decide`` is the keep rule (:func:`~envengineer.mapf.generator.generate_instance`): v2's by default,
+    ``None`` for v1's. ``plans``, when given, receives the optimal plans of the kept boards the default
+    budget does not settle, by instance id.
+    """
     todo = cells(agents, max_size, min_size)
-    job = partial(_build_cell, seed=seed, split=split, per_cell=per_cell, exclude=frozenset(exclude))
+    job = partial(
+        _build_cell, seed=seed, split=split, per_cell=per_cell, exclude=frozenset(exclude), decide=decide
+    )
     workers = workers if workers is not None else min(2, len(todo))
     if workers <= 1:
-        results: Iterable[list[Instance]] = map(job, todo)
+        results: Iterable[tuple[list[Instance], dict[str, Plan]]] = map(job, todo)
     else:
         results = in_workers(job, todo, workers, [k * n for k, n in todo])
     out: list[Instance] = []
@@ -105,8 +213,10 @@ def build_set(
         from tqdm import tqdm
 
         bar = tqdm(total=len(todo), desc=f"building {split}", unit="cell")
-    for batch in results:
+    for batch, found in results:
         out.extend(batch)
+        if plans is not None:
+            plans.update(found)
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -114,10 +224,32 @@ def build_set(
     return out
 
 
-def build_benchmark(*, workers: int | None = None, progress: bool = False) -> list[Instance]:
-    """The 3,150-instance benchmark, exactly as shipped."""
+def build_benchmark(
+    *,
+    version: str = DEFAULT_VERSION,
+    workers: int | None = None,
+    progress: bool = False,
+    plans: dict[str, Plan] | None = None,
+    agents: Sequence[int] = AGENTS,
+    max_size: int = MAX_SIZE,
+    min_size: int | None = None,
+) -> list[Instance]:
+    """The 3,150-instance benchmark of ``version``, exactly as shipped (``plans`` as for :func:`build_set`).
+
+    ``agents``, ``max_size`` and ``min_size`` build only those cells, each exactly as in the whole.
+    """
+    v = benchmark_version(version)
     return build_set(
-        seed=BENCHMARK_SEED, split="benchmark", per_cell=PER_CELL, workers=workers, progress=progress
+        seed=BENCHMARK_SEED,
+        split="benchmark",
+        per_cell=PER_CELL,
+        agents=agents,
+        max_size=max_size,
+        min_size=min_size,
+        workers=workers,
+        progress=progress,
+        decide=v.decide,
+        plans=plans,
     )
 
 
@@ -130,9 +262,12 @@ def build_validation_set(
     min_size: int | None = None,
     workers: int | None = None,
     progress: bool = False,
+    version: str = DEFAULT_VERSION,
 ) -> list[Instance]:
-    """A validation set of the benchmark's shape (``per_cell`` per cell and subset), disjoint from it."""
-    exclude = {inst.board_hash() for inst in load_benchmark()}
+    """A validation set of the benchmark's shape (``per_cell`` per cell and subset), disjoint from the
+    benchmark ``version`` and drawn with that version's keep rule."""
+    v = benchmark_version(version)
+    exclude = {inst.board_hash() for inst in load_benchmark(v.name)}
     return build_set(
         seed=seed,
         split="validation",
@@ -143,21 +278,81 @@ def build_validation_set(
         exclude=exclude,
         workers=workers,
         progress=progress,
+        decide=v.decide,
     )
 
 
-def benchmark_path() -> Path:
-    return Path(str(resources.files("envengineer") / "data" / "benchmark.jsonl"))
+def _data(name: str) -> Path:
+    return Path(str(resources.files("envengineer") / "data" / name))
 
 
-def load_benchmark() -> list[Instance]:
-    """The packaged benchmark (3,150 instances)."""
-    path = benchmark_path()
+def benchmark_path(version: str = DEFAULT_VERSION) -> Path:
+    """The packaged file of benchmark ``version``."""
+    return _data(benchmark_version(version).file)
+
+
+def plans_path(version: str = DEFAULT_VERSION) -> Path | None:
+    """The packaged plans file of benchmark ``version`` (``None`` for v1, which has none)."""
+    v = benchmark_version(version)
+    return None if v.plans_file is None else _data(v.plans_file)
+
+
+def load_benchmark(version: str = DEFAULT_VERSION) -> list[Instance]:
+    """The packaged benchmark ``version`` (3,150 instances); ``v2`` unless told otherwise."""
+    path = benchmark_path(version)
     if not path.exists():
         raise InstanceFormatError(
-            f"{path} is missing; rebuild it with `envengineer benchmark build -o {path}`"
+            f"{path} is missing; rebuild it with `envengineer benchmark build --version {version} -o {path}`"
         )
     return load_instances(path)
+
+
+def save_plans(plans: dict[str, Plan], instances: Sequence[Instance], path: str | Path) -> Path:
+    """Write the plans of ``instances`` that ``plans`` holds, in the instances' order: one JSON line each,
+    ``{"id", "board_hash", "paths"}`` with every agent's cells from ``t = 0``."""
+    path = Path(path)
+    lines = [
+        json.dumps(
+            {"id": i.id, "board_hash": i.board_hash(), "paths": [[list(c) for c in p] for p in plans[i.id]]},
+            separators=(",", ":"),
+        )
+        for i in instances
+        if i.id in plans
+    ]
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def plans_file_for(path: str | Path) -> Path:
+    """Where a built benchmark's plans go: ``NAME-plans.jsonl`` next to ``NAME.jsonl``.
+
+    >>> plans_file_for("out/benchmark-v2.jsonl").as_posix()
+    'out/benchmark-v2-plans.jsonl'
+    """
+    path = Path(path)
+    stem = path.name.removesuffix(".gz").removesuffix(".jsonl")
+    return path.with_name(f"{stem}-plans.jsonl")
+
+
+@cache
+def _shipped_plans() -> dict[str, Plan]:
+    out: dict[str, Plan] = {}
+    for v in VERSIONS.values():
+        path = plans_path(v.name)
+        if path is None or not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            out[row["board_hash"]] = tuple(tuple((int(r), int(c)) for r, c in p) for p in row["paths"])
+    return out
+
+
+def shipped_plan(instance: Instance) -> Plan | None:
+    """The optimal plan shipped for a benchmark board the default budget does not settle, else ``None``
+    (found by board hash, so a copy of the board under another id finds it too)."""
+    return _shipped_plans().get(instance.board_hash())
 
 
 def sha256_file(path: str | Path) -> str:

@@ -3,8 +3,18 @@
 Every instance comes from its own seed tuple ``(base_seed, split, num_agents, size, stream, index)`` through
 :class:`numpy.random.SeedSequence`, so sets made with different splits or seeds never share a stream
 (SPEC §3; STYLE "seeds that never collide"). An instance is rejected and redrawn from the same stream
-until it is solvable within the solver's budget and its needs-wait flag matches the target; the seed
-tuple is stored with the instance, so any instance can be regenerated alone.
+until it is solvable and its needs-wait flag matches the target; the seed tuple is stored with the
+instance, so any instance can be regenerated alone.
+
+Two keep rules (``decide``):
+
+* ``decide=None`` — training rounds and the v1 benchmark: a draw is kept only when the solver settles it
+  within its default budget; a draw over that budget is redrawn, so which draws are kept depends on how
+  much counted work the search needs (a faster search can change a seeded round);
+* ``decide=N`` — the v2 benchmark and validation sets: every draw is decided with a budget of ``N``
+  (:data:`DECIDE_BUDGET`); a draw is kept when it is solvable, and a draw the solver cannot decide within
+  ``N`` stops the build with :class:`~envengineer.errors.UndecidedDraw` naming it. The kept draws are
+  then a function of the boards alone, whatever the search.
 
 How a board is drawn (decisions the spec leaves open, also in ``docs/testbed.md``):
 
@@ -12,22 +22,41 @@ How a board is drawn (decisions the spec leaves open, also in ``docs/testbed.md`
   at least ``2 * num_agents`` cells stay frozen);
 * each agent's start uniformly among the free cells not yet taken as a start, its goal uniformly among the
   cells of the start's connected component that are neither its start nor another agent's goal;
-* the instance is kept when the exact solver proves it solvable and its needs-wait flag is the target.
+* the instance is kept when the exact solver proves it solvable, its needs-wait flag is the target and its
+  board hash is not excluded.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from envengineer.errors import GenerationError, InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
+from envengineer.errors import (
+    GenerationError,
+    InstanceFormatError,
+    SolverBudgetExceeded,
+    UndecidedDraw,
+    UnsolvableInstance,
+)
 from envengineer.machine import in_workers, thread_allowance
 from envengineer.mapf.config import RoundConfig, largest_remainder
-from envengineer.mapf.instance import FROZEN, HOLE, Cell, Instance
-from envengineer.mapf.solver import MAX_BOARD_SIZE, Solution, check_limits, remember, solve
+from envengineer.mapf.instance import FROZEN, HOLE, Cell, Instance, board_hash
+from envengineer.mapf.solver import (
+    MAX_BOARD_SIZE,
+    Solution,
+    check_limits,
+    joint_space,
+    remember,
+    solve,
+    solve_joint,
+    solve_thorough,
+)
+from envengineer.mapf.solver.reach import plan_exists
+from envengineer.mapf.solver.waitfree import wait_free_paths
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +65,17 @@ SPLITS: dict[str, int] = {"train": 0, "validation": 1, "benchmark": 2, "custom":
 
 #: Draws allowed per instance before giving up with a GenerationError naming the knob to change.
 MAX_ATTEMPTS = 20_000
+
+#: Work limit with which the v2 benchmark and validation sets decide every draw the default budget does
+#: not settle (``decide``), in the solver's budget units (:func:`decide_draw`). PLACEHOLDER
+DECIDE_BUDGET = 500_000_000
+#: Draws whose joint state space (:func:`~envengineer.mapf.solver.joint_space`) is at most this are decided
+#: by the joint searches (:func:`~envengineer.mapf.solver.solve_joint`), larger ones by CBS: on a small
+#: crowded board CBS can split for ever where the joint search settles it in a second.
+DECIDE_JOINT_SPACE = 2_000_000
+#: Joint positions :func:`decide_draw` explores to prove that a draw has no plan at all before it hands the
+#: draw to the solver; a speed knob only (a draw it does not settle goes to the solver).
+REACH_BUDGET = 300_000
 
 
 @dataclass(frozen=True)
@@ -112,6 +152,8 @@ def generate_instance(
     instance_id: str,
     exclude: Iterable[str] | None = None,
     meta: dict | None = None,
+    decide: int | None = None,
+    plans: dict[str, tuple[tuple[Cell, ...], ...]] | None = None,
 ) -> Instance:
     """Draw boards from the stream of ``seed`` until one meets ``target``; solve it exactly.
 
@@ -121,21 +163,56 @@ def generate_instance(
         instance_id: The id to give the instance.
         exclude: Board hashes the instance must not have (other splits, earlier instances).
         meta: Extra fields to carry in the instance (e.g. the benchmark subset).
+        decide: ``None`` keeps only draws the solver settles within its default budget (training rounds,
+            benchmark v1); a budget decides every draw with it and keeps the draw when it is solvable
+            (benchmark v2, see the module docstring and :func:`decide_draw`).
+        plans: When given, receives ``instance_id -> an SoC-optimal plan`` if the kept board is one the
+            default budget does not settle (the v2 build ships these plans, so that the optimal policy
+            does not search for minutes).
 
     Raises:
         GenerationError: No board met the target within ``MAX_ATTEMPTS`` draws.
+        UndecidedDraw: With ``decide``, a draw was not decided within it; the message names the draw.
     """
     rng = np.random.default_rng(np.random.SeedSequence(tuple(seed)))
     excluded = exclude if exclude is not None else ()
-    for _ in range(MAX_ATTEMPTS):
+    for draw in range(MAX_ATTEMPTS):
         board = sample_board(rng, target.size, target.num_agents, target.hole_ratio)
         if board is None:
             continue
         grid, starts, goals = board
+        if board_hash(grid, starts, goals) in excluded:  # before the search: the same draws are kept
+            continue
+        beyond = False  # settled beyond the default budget
         try:
             sol = solve(grid, starts, goals, memo=False)  # most draws are rejected: memoize the kept ones
-        except (UnsolvableInstance, SolverBudgetExceeded):
+        except UnsolvableInstance:
             continue
+        except SolverBudgetExceeded:
+            if decide is None:
+                continue
+            began = time.perf_counter()
+            try:
+                sol = decide_draw(grid, starts, goals, needs_wait=target.needs_wait, node_budget=decide)
+            except SolverBudgetExceeded as exc:
+                raise UndecidedDraw(
+                    f"draw {draw} of instance {instance_id} ({_draw_name(target, seed, meta)}) was not "
+                    f"decided within node_budget={decide} ({exc}); whether the set keeps it is unknown: "
+                    "raise DECIDE_BUDGET (a larger budget changes no verdict a smaller one reached) or make "
+                    "the search faster"
+                ) from None
+            log.info(
+                "%s: draw %d decided beyond the default budget in %.1f s (%s)",
+                instance_id,
+                draw,
+                time.perf_counter() - began,
+                "not kept: no plan, or a wait its target excludes"
+                if sol is None
+                else f"optimal SoC {sol.soc}, shortest sum {sol.shortest_sum}",
+            )
+            if sol is None:
+                continue
+            beyond = True
         if (sol.soc > sol.shortest_sum) != target.needs_wait:
             continue
         inst = Instance(
@@ -149,9 +226,10 @@ def generate_instance(
             seed=tuple(int(x) for x in seed),
             meta=dict(meta or {}),
         )
-        if inst.board_hash() in excluded:
-            continue
-        remember(inst, sol)
+        if not beyond:
+            remember(inst, sol)
+        elif plans is not None:
+            plans[instance_id] = sol.paths
         return inst
     kind = "needing a wait" if target.needs_wait else "without a wait"
     raise GenerationError(
@@ -159,6 +237,81 @@ def generate_instance(
         f"{target.hole_ratio:.3f} and an optimum {kind} in {MAX_ATTEMPTS} draws; "
         f"change the wait_ratio or hole_ratio of size {target.size}"
     )
+
+
+def decide_draw(
+    grid: Sequence[str],
+    starts: Sequence[Cell],
+    goals: Sequence[Cell],
+    *,
+    needs_wait: bool,
+    node_budget: int = DECIDE_BUDGET,
+) -> Solution | None:
+    """Decide a draw the default budget did not settle: its exact optimum, or ``None`` when a set that
+    wants ``needs_wait`` cannot keep it because it has no plan (or, for ``needs_wait=False``, because
+    its optimum needs a wait).
+
+    Exact whatever the order of the steps, which only make it cheaper:
+
+    1. a wait-free plan (:func:`~envengineer.mapf.solver.waitfree.wait_free_paths`, a search over the agents'
+       shortest paths alone) is an optimum without a wait: optimal SoC ``sum d_i``, makespan ``max d_i``;
+    2. without one, the board needs a wait or has no plan, so a draw that must not need a wait is rejected;
+    3. a draw that must need a wait is rejected when no plan exists at all
+       (:func:`~envengineer.mapf.solver.reach.plan_exists`, cut off at :data:`REACH_BUDGET` positions);
+    4. otherwise the solver settles it with ``node_budget``: the joint searches on boards whose joint
+       state space is at most :data:`DECIDE_JOINT_SPACE`
+       (:func:`~envengineer.mapf.solver.solve_joint`), CBS with a makespan bound from the groups of all
+       agents but one on larger ones (:func:`~envengineer.mapf.solver.solve_thorough`).
+
+    Raises:
+        SolverBudgetExceeded: Step 1 or 4 needed more than ``node_budget``.
+
+    >>> sol = decide_draw(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)], needs_wait=True)
+    >>> sol.soc, sol.makespan, sol.shortest_sum
+    (6, 4, 4)
+    >>> decide_draw(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)], needs_wait=False) is None
+    True
+    """
+    try:
+        paths = wait_free_paths(grid, starts, goals, node_budget=node_budget)
+    except UnsolvableInstance:
+        return None
+    if paths is not None:
+        lengths = [len(p) - 1 - _resting(p) for p in paths]
+        return Solution(soc=sum(lengths), makespan=max(lengths), shortest_sum=sum(lengths), paths=paths)
+    if not needs_wait:
+        return None
+    try:
+        if not plan_exists(grid, starts, goals, node_budget=REACH_BUDGET):
+            return None
+    except SolverBudgetExceeded:
+        pass  # a plan may or may not exist: the solver decides
+    try:
+        if joint_space(grid, starts, goals) <= DECIDE_JOINT_SPACE:
+            return solve_joint(grid, starts, goals, node_budget=node_budget)
+        return solve_thorough(grid, starts, goals, node_budget=node_budget)
+    except UnsolvableInstance:
+        return None
+
+
+def _resting(path: Sequence[Cell]) -> int:
+    """Steps at the end of a path spent on its last cell."""
+    t = len(path) - 1
+    while t > 0 and path[t - 1] == path[-1]:
+        t -= 1
+    return len(path) - 1 - t
+
+
+def _draw_name(target: Target, seed: Sequence[int], meta: dict | None) -> str:
+    """Where a draw comes from, in words: cell, subset, stream, index and the seed tuple."""
+    words = [f"{target.num_agents} agents", f"{target.size}x{target.size}"]
+    if meta and "subset" in meta:
+        words.append(f"subset {meta['subset']}")
+    seed = tuple(int(x) for x in seed)
+    if len(seed) == 6:  # generate_cell's (seed, split, agents, size, stream, index)
+        words += [f"stream {seed[4]}", f"index {seed[5]}", f"seed {seed[0]}"]
+    words.append(f"seed tuple {seed}")
+    return ", ".join(words)
 
 
 def generate_cell(
@@ -175,11 +328,14 @@ def generate_cell(
     exclude: Iterable[str] = (),
     unique: bool = True,
     meta: dict | None = None,
+    decide: int | None = None,
+    plans: dict[str, tuple[tuple[Cell, ...], ...]] | None = None,
 ) -> list[Instance]:
     """``count`` instances of one (agents, size) cell, exactly ``wait_count`` of which need a wait.
 
     The first ``wait_count`` instances need a wait, the rest do not. With ``hole_ratio=None`` each
-    instance draws its own hole ratio uniformly in [0, 0.5] (the benchmark's rule).
+    instance draws its own hole ratio uniformly in [0, 0.5] (the benchmark's rule). ``decide`` and
+    ``plans`` are those of :func:`generate_instance`.
 
     >>> cell = generate_cell(num_agents=2, size=3, count=4, wait_count=2, seed=0, split="custom",
     ...                      hole_ratio=0.0)
@@ -203,7 +359,13 @@ def generate_cell(
             h = float(np.random.default_rng(np.random.SeedSequence((*seed_tuple, 1))).uniform(0.0, 0.5))
         target = Target(num_agents=num_agents, size=size, hole_ratio=h, needs_wait=i < wait_count)
         inst = generate_instance(
-            target, seed_tuple, instance_id=f"{prefix}_{i:06d}", exclude=excluded, meta=meta
+            target,
+            seed_tuple,
+            instance_id=f"{prefix}_{i:06d}",
+            exclude=excluded,
+            meta=meta,
+            decide=decide,
+            plans=plans,
         )
         if unique:
             excluded.add(inst.board_hash())

@@ -128,10 +128,10 @@ def target_response(instance: Instance, target: str = "solver") -> str:
     A1 (1,1) up down left right RIGHT (1,2)
     <BLANKLINE>
     """
-    from envengineer.mapf.solver import solve_instance
+    from envengineer.mapf.policies import optimal_paths
 
     holds = scratchpad_of(target)
-    paths = solve_instance(instance).paths
+    paths = optimal_paths(instance)
     if holds.detours_as_waits:
         paths = wait_instead_of_detours(instance, paths)
     return plan_response(instance, paths, target)

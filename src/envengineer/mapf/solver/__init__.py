@@ -77,11 +77,14 @@ __all__ = [
     "Solution",
     "check_limits",
     "distance_map",
+    "joint_space",
     "paths_to_actions",
     "remember",
     "shortest_path_lengths",
     "solve",
     "solve_instance",
+    "solve_joint",
+    "solve_thorough",
 ]
 
 logger = logging.getLogger(__name__)
@@ -173,6 +176,104 @@ def solve(
     (6, 4, 4)
     """
     check_budget(node_budget, time_limit)
+    n, s_ids, g_ids = _checked(grid, starts, goals)
+    if time_limit is not None or not memo:  # a timed answer may depend on the machine: never memoized
+        return _solution(_optimum(grid, s_ids, g_ids, node_budget, time_limit), n)
+    key = _memo_key(grid, s_ids, g_ids, node_budget)
+    settled = MEMO.get(key)
+    if settled is None:
+        settled = _optimum(grid, s_ids, g_ids, node_budget, None)
+        MEMO.put(key, settled)
+    return _solution(settled, n)
+
+
+def solve_joint(
+    grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell], *, node_budget: int
+) -> Solution:
+    """:func:`solve` by the joint searches alone, whatever the board's size: A* over all agents' joint
+    states for the sum of costs, then over joint positions for the makespan (no CBS, no memo).
+
+    Both searches are finite, so on a small crowded board, where CBS can split for ever on agents that
+    keep blocking each other (or fail to prove that there is no plan), they settle the board; on a large
+    open board their state space is hopeless and :func:`solve` is the one to call. The answer is the same
+    exact optimum as :func:`solve`'s, the plan possibly another optimal one.
+
+    Raises:
+        As :func:`solve` (without a time limit).
+
+    >>> sol = solve_joint(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)], node_budget=100_000)
+    >>> sol.soc, sol.makespan, sol.shortest_sum
+    (6, 4, 4)
+    """
+    check_budget(node_budget, None)
+    n, s_ids, g_ids = _checked(grid, starts, goals)
+    return _solution(_optimum(grid, s_ids, g_ids, node_budget, None, joint=True), n)
+
+
+def solve_thorough(
+    grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell], *, node_budget: int
+) -> Solution:
+    """:func:`solve` for a board its default budget does not settle, with a makespan lower bound that the
+    horizon searches would otherwise have to prove step by step (no memo).
+
+    Before the horizon searches, the optimal makespan of every group of all agents but one is found by
+    the joint search over the group's positions (each with its own :data:`GROUP_BOUND_BUDGET`, outside
+    ``node_budget``; a group it does not settle gives no bound). Leaving an agent out only removes
+    conflicts, so each is a lower bound, and the horizons below it need no proof: on crowded boards that
+    proof is where the searches run for hours (a 5-agent 6x6 board of the v2 benchmark: horizon 14 not
+    settled within 500 million units, while its groups of four prove the makespan is at least 15 in 15 s
+    and the feasibility search finds a plan of 15 at once). The answer is :func:`solve`'s.
+
+    Raises:
+        As :func:`solve` (without a time limit).
+
+    >>> sol = solve_thorough(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)], node_budget=10_000)
+    >>> sol.soc, sol.makespan
+    (6, 4)
+    """
+    check_budget(node_budget, None)
+    n, s_ids, g_ids = _checked(grid, starts, goals)
+    return _solution(_optimum(grid, s_ids, g_ids, node_budget, None, group_bound=True), n)
+
+
+#: Work each group's joint makespan search of :func:`solve_thorough` may spend.
+GROUP_BOUND_BUDGET = 20_000_000
+
+
+def _group_bound(grid: Sequence[str], s_ids: Sequence[int], g_ids: Sequence[int], lb: int, ub: int) -> int:
+    """The largest optimal makespan of a group of all agents but one that its joint search settles within
+    :data:`GROUP_BOUND_BUDGET` (at least ``lb``, at most ``ub``)."""
+    k = len(s_ids)
+    if k < 3:
+        return lb
+    for out in range(k):
+        if lb >= ub:
+            break
+        keep = [a for a in range(k) if a != out]
+        sub = _Problem(grid, [s_ids[a] for a in keep], [g_ids[a] for a in keep])
+        try:
+            lb = max(lb, _joint_makespan(sub, _Budget(GROUP_BOUND_BUDGET), lb, ub))
+        except _OutOfBudget:
+            continue
+    return lb
+
+
+def joint_space(grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell]) -> int:
+    """About the number of states :func:`solve_joint`'s sum-of-costs search can reach: the product of the
+    agents' region sizes (less one cell per earlier agent of the same region) times ``2 ** agents`` for
+    their "finished" flags.
+
+    >>> joint_space(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    288
+    """
+    _, s_ids, g_ids = _checked(grid, starts, goals)
+    return _space(_Problem(grid, s_ids, g_ids)) << len(s_ids)
+
+
+def _checked(
+    grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell]
+) -> tuple[int, list[int], list[int]]:
+    """The board's side and the starts and goals as integer cells, after every check :func:`solve` makes."""
     check_limits(len(grid), len(starts))
     n = _check_grid(grid)
     if len(starts) != len(goals) or not starts:
@@ -183,14 +284,7 @@ def solve(
         raise InstanceFormatError(
             "two agents share a start or a goal cell; starts and goals must be distinct"
         )
-    if time_limit is not None or not memo:  # a timed answer may depend on the machine: never memoized
-        return _solution(_optimum(grid, s_ids, g_ids, node_budget, time_limit), n)
-    key = _memo_key(grid, s_ids, g_ids, node_budget)
-    settled = MEMO.get(key)
-    if settled is None:
-        settled = _optimum(grid, s_ids, g_ids, node_budget, None)
-        MEMO.put(key, settled)
-    return _solution(settled, n)
+    return n, s_ids, g_ids
 
 
 def remember(inst: Instance, solution: Solution, *, node_budget: int = DEFAULT_NODE_BUDGET) -> None:
@@ -221,9 +315,14 @@ def _optimum(
     g_ids: Sequence[int],
     node_budget: int,
     time_limit: float | None,
+    *,
+    joint: bool = False,
+    group_bound: bool = False,
 ) -> tuple[int, int, int, tuple[tuple[int, ...], ...]]:
     """The optima of a checked board and an SoC-optimal plan as integer cells, every path padded to the
-    plan's horizon; raises as :func:`solve` does."""
+    plan's horizon; raises as :func:`solve` does. ``joint`` takes the joint searches whatever the board's
+    size (:func:`solve_joint`); ``group_bound`` starts the makespan's horizons at the groups' bound
+    (:func:`solve_thorough`)."""
     prob = _Problem(grid, s_ids, g_ids)
     n = prob.n
     shortest = []
@@ -238,9 +337,12 @@ def _optimum(
         shortest.append(d)
     budget = _Budget(node_budget, time_limit)
     try:
-        paths, groups = _solve_soc(prob, budget)
+        paths, groups = _solve_soc(prob, budget, joint)
         costs = [_cost(p, g) for p, g in zip(paths, g_ids, strict=True)]
-        makespan = _solve_makespan(prob, budget, max(shortest), max(costs), groups)
+        lb = max(shortest)
+        if group_bound and not joint:
+            lb = _group_bound(grid, s_ids, g_ids, lb, max(costs))
+        makespan = _solve_makespan(prob, budget, lb, max(costs), groups, joint)
     except _OutOfBudget:
         if budget.timed_out:
             raise SolverBudgetExceeded(
@@ -347,9 +449,11 @@ def _search(
             logger.debug("merging agents %s", groups[-1])
 
 
-def _solve_soc(prob: _Problem, budget: _Budget) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+def _solve_soc(
+    prob: _Problem, budget: _Budget, joint: bool = False
+) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
     everyone = tuple(range(prob.k))
-    if _space(prob) << prob.k <= JOINT_SPACE_SOC:
+    if joint or _space(prob) << prob.k <= JOINT_SPACE_SOC:
         paths = _plan_group(prob, everyone, [_NO_CONS] * prob.k, (), _INF, False, budget)
         if paths is None:
             raise UnsolvableInstance(
@@ -366,10 +470,12 @@ def _solve_soc(prob: _Problem, budget: _Budget) -> tuple[list[tuple[int, ...]], 
     return node.paths, groups
 
 
-def _solve_makespan(prob: _Problem, budget: _Budget, lb: int, ub: int, groups: list[tuple[int, ...]]) -> int:
+def _solve_makespan(
+    prob: _Problem, budget: _Budget, lb: int, ub: int, groups: list[tuple[int, ...]], joint: bool = False
+) -> int:
     if lb >= ub:
         return ub
-    if _space(prob) <= JOINT_SPACE:
+    if joint or _space(prob) <= JOINT_SPACE:
         return _joint_makespan(prob, budget, lb, ub)
     t = lb
     while t < ub:

@@ -1,0 +1,105 @@
+"""Whether a board has a wait-free optimum: every agent walks one of its shortest paths without a conflict.
+
+An instance needs a wait (SPEC §2.2) exactly when its optimal sum of costs exceeds the sum of the agents'
+shortest-path lengths ``d_i``. An agent whose cost is ``d_i`` stands on its goal at ``t = d_i`` and stays
+there, so before that it is at distance ``t`` from its start and ``d_i - t`` from its goal at every step:
+it walks a shortest path, one step a turn, without waiting. So the optimum is wait-free exactly when one
+shortest path per agent can be chosen with no vertex or swap conflict (an agent on its goal blocks the
+cell from ``d_i`` on), which a depth-first search over the agents' shortest-path cells decides: the agents
+take their next cells one at a time within a step, and a joint position found to lead nowhere is
+remembered. The search is finite (at most ``max d_i`` steps), so ``None`` is a proof, with no cost search.
+
+The v2 benchmark build uses it for draws whose target has no wait: a draw without such a plan is
+rejected whether it needs a wait or has no plan at all, and a draw with one is solvable with the optimal
+sum of costs ``sum d_i`` and the optimal makespan ``max d_i``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from envengineer.errors import InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
+from envengineer.mapf.instance import Cell
+from envengineer.mapf.solver.grid import _INF, _bfs, _check_cell, _check_grid, _neighbours
+
+
+def wait_free_paths(
+    grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell], *, node_budget: int
+) -> tuple[tuple[Cell, ...], ...] | None:
+    """One shortest path per agent with no conflict between them, or ``None`` when there is none.
+
+    Each path holds the agent's cells at ``t = 0..max d_i`` (it stays on its goal after arriving).
+
+    Args:
+        grid: The rows of the square grid (``.`` frozen, ``H`` hole).
+        starts: Each agent's start cell; distinct, on frozen cells.
+        goals: Each agent's goal cell; distinct, on frozen cells.
+        node_budget: Most partial joint moves the search may try (one unit each).
+
+    Raises:
+        UnsolvableInstance: An agent cannot reach its goal at all.
+        SolverBudgetExceeded: The search needed more than ``node_budget``.
+
+    >>> wait_free_paths(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)], node_budget=1000) is None
+    True
+    >>> wait_free_paths(["...", "...", "..."], [(1, 0), (1, 1)], [(1, 1), (1, 2)], node_budget=1000)
+    (((1, 0), (1, 1)), ((1, 1), (1, 2)))
+    """
+    n = _check_grid(grid)
+    if len(starts) != len(goals) or not starts:
+        raise InstanceFormatError(f"{len(starts)} starts but {len(goals)} goals; give one of each per agent")
+    s_ids = [_check_cell(grid, s, f"agent {i}'s start") for i, s in enumerate(starts)]
+    g_ids = [_check_cell(grid, g, f"agent {i}'s goal") for i, g in enumerate(goals)]
+    nbrs = _neighbours(grid)
+    to_goal = [_bfs(nbrs, g) for g in g_ids]
+    dist = [h[s] for h, s in zip(to_goal, s_ids, strict=True)]
+    for i, d in enumerate(dist):
+        if d >= _INF:
+            raise UnsolvableInstance(f"agent {i} cannot reach its goal {goals[i]} from {starts[i]}")
+    k = len(s_ids)
+    horizon = max(dist)
+    # the cells agent i may step to from u at time t (t < d_i): one step closer to its goal
+    ahead = [[tuple(v for v in nbrs[u][1:] if h[v] == h[u] - 1) for u in range(len(nbrs))] for h in to_goal]
+    dead: set[tuple[int, tuple[int, ...]]] = set()
+    left = [node_budget]
+
+    def step(t: int, pos: tuple[int, ...]) -> list[tuple[int, ...]] | None:
+        """The joint positions from ``t + 1`` to the horizon, or ``None``."""
+        if t == horizon:
+            return []
+        if (t, pos) in dead:
+            return None
+        new = [0] * k
+
+        def place(a: int) -> list[tuple[int, ...]] | None:
+            if a == k:
+                nxt = tuple(new)
+                rest = step(t + 1, nxt)
+                return None if rest is None else [nxt, *rest]
+            left[0] -= 1
+            if left[0] < 0:
+                raise SolverBudgetExceeded(
+                    f"whether a wait-free plan exists was not settled within node_budget={node_budget}; "
+                    "raise node_budget"
+                )
+            here = pos[a]
+            for v in (here,) if t >= dist[a] else ahead[a][here]:
+                if any(new[b] == v or (new[b] == here and pos[b] == v) for b in range(a)):
+                    continue
+                new[a] = v
+                found = place(a + 1)
+                if found is not None:
+                    return found
+            return None
+
+        found = place(0)
+        if found is None:
+            dead.add((t, pos))
+        return found
+
+    start = tuple(s_ids)
+    rest = step(0, start)
+    if rest is None:
+        return None
+    joint = [start, *rest]
+    return tuple(tuple(divmod(p[a], n) for p in joint) for a in range(k))
