@@ -191,25 +191,8 @@ def generate_instance(
         except SolverBudgetExceeded:
             if decide is None:
                 continue
-            began = time.perf_counter()
-            try:
-                sol = decide_draw(grid, starts, goals, needs_wait=target.needs_wait, node_budget=decide)
-            except SolverBudgetExceeded as exc:
-                raise UndecidedDraw(
-                    f"draw {draw} of instance {instance_id} ({_draw_name(target, seed, meta)}) was not "
-                    f"decided within node_budget={decide} ({exc}); whether the set keeps it is unknown: "
-                    "raise DECIDE_BUDGET (a larger budget changes no verdict a smaller one reached) or make "
-                    "the search faster"
-                ) from None
-            log.info(
-                "%s: draw %d decided beyond the default budget in %.1f s (%s)",
-                instance_id,
-                draw,
-                time.perf_counter() - began,
-                "not kept: no plan, or a wait its target excludes"
-                if sol is None
-                else f"optimal SoC {sol.soc}, shortest sum {sol.shortest_sum}",
-            )
+            which = f"draw {draw} of instance {instance_id}"
+            sol = _decide_beyond(grid, starts, goals, target, decide, which, _draw_name(target, seed, meta))
             if sol is None:
                 continue
             beyond = True
@@ -237,6 +220,38 @@ def generate_instance(
         f"{target.hole_ratio:.3f} and an optimum {kind} in {MAX_ATTEMPTS} draws; "
         f"change the wait_ratio or hole_ratio of size {target.size}"
     )
+
+
+def _decide_beyond(
+    grid: Sequence[str],
+    starts: Sequence[Cell],
+    goals: Sequence[Cell],
+    target: Target,
+    decide: int,
+    draw: str,
+    where: str,
+) -> Solution | None:
+    """:func:`decide_draw` for a draw the default budget did not settle, logged; a draw it cannot decide
+    raises :class:`~envengineer.errors.UndecidedDraw` naming ``draw`` (which) and ``where`` (its cell
+    and seeds)."""
+    began = time.perf_counter()
+    try:
+        sol = decide_draw(grid, starts, goals, needs_wait=target.needs_wait, node_budget=decide)
+    except SolverBudgetExceeded as exc:
+        raise UndecidedDraw(
+            f"{draw} ({where}) was not decided within node_budget={decide} ({exc}); whether the set "
+            "keeps it is unknown: raise DECIDE_BUDGET (a larger budget changes no verdict a smaller one "
+            "reached) or make the search faster"
+        ) from None
+    log.info(
+        "%s: decided beyond the default budget in %.1f s (%s)",
+        draw,
+        time.perf_counter() - began,
+        "not kept: no plan, or a wait its target excludes"
+        if sol is None
+        else f"optimal SoC {sol.soc}, shortest sum {sol.shortest_sum}",
+    )
+    return sol
 
 
 def decide_draw(

@@ -46,6 +46,10 @@ def plan_exists(
         raise InstanceFormatError(f"{len(starts)} starts but {len(goals)} goals; give one of each per agent")
     s_ids = tuple(_check_cell(grid, s, f"agent {i}'s start") for i, s in enumerate(starts))
     g_ids = tuple(_check_cell(grid, g, f"agent {i}'s goal") for i, g in enumerate(goals))
+    if len(set(s_ids)) < len(s_ids) or len(set(g_ids)) < len(g_ids):
+        raise InstanceFormatError(
+            "two agents share a start or a goal cell; starts and goals must be distinct"
+        )
     nbrs = _neighbours(grid)
     if any(_bfs(nbrs, g)[s] >= _INF for s, g in zip(s_ids, g_ids, strict=True)):
         return False

@@ -16,7 +16,7 @@ sum of costs ``sum d_i`` and the optimal makespan ``max d_i``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from envengineer.errors import InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.instance import Cell
@@ -50,56 +50,81 @@ def wait_free_paths(
         raise InstanceFormatError(f"{len(starts)} starts but {len(goals)} goals; give one of each per agent")
     s_ids = [_check_cell(grid, s, f"agent {i}'s start") for i, s in enumerate(starts)]
     g_ids = [_check_cell(grid, g, f"agent {i}'s goal") for i, g in enumerate(goals)]
+    if len(set(s_ids)) < len(s_ids) or len(set(g_ids)) < len(g_ids):
+        raise InstanceFormatError(
+            "two agents share a start or a goal cell; starts and goals must be distinct"
+        )
     nbrs = _neighbours(grid)
     to_goal = [_bfs(nbrs, g) for g in g_ids]
     dist = [h[s] for h, s in zip(to_goal, s_ids, strict=True)]
     for i, d in enumerate(dist):
         if d >= _INF:
             raise UnsolvableInstance(f"agent {i} cannot reach its goal {goals[i]} from {starts[i]}")
-    k = len(s_ids)
-    horizon = max(dist)
     # the cells agent i may step to from u at time t (t < d_i): one step closer to its goal
     ahead = [[tuple(v for v in nbrs[u][1:] if h[v] == h[u] - 1) for u in range(len(nbrs))] for h in to_goal]
-    dead: set[tuple[int, tuple[int, ...]]] = set()
-    left = [node_budget]
-
-    def step(t: int, pos: tuple[int, ...]) -> list[tuple[int, ...]] | None:
-        """The joint positions from ``t + 1`` to the horizon, or ``None``."""
-        if t == horizon:
-            return []
-        if (t, pos) in dead:
-            return None
-        new = [0] * k
-
-        def place(a: int) -> list[tuple[int, ...]] | None:
-            if a == k:
-                nxt = tuple(new)
-                rest = step(t + 1, nxt)
-                return None if rest is None else [nxt, *rest]
-            left[0] -= 1
-            if left[0] < 0:
-                raise SolverBudgetExceeded(
-                    f"whether a wait-free plan exists was not settled within node_budget={node_budget}; "
-                    "raise node_budget"
-                )
-            here = pos[a]
-            for v in (here,) if t >= dist[a] else ahead[a][here]:
-                if any(new[b] == v or (new[b] == here and pos[b] == v) for b in range(a)):
-                    continue
-                new[a] = v
-                found = place(a + 1)
-                if found is not None:
-                    return found
-            return None
-
-        found = place(0)
-        if found is None:
-            dead.add((t, pos))
-        return found
-
-    start = tuple(s_ids)
-    rest = step(0, start)
-    if rest is None:
+    joint = _search(tuple(s_ids), dist, ahead, node_budget)
+    if joint is None:
         return None
-    joint = [start, *rest]
-    return tuple(tuple(divmod(p[a], n) for p in joint) for a in range(k))
+    return tuple(tuple(divmod(p[a], n) for p in joint) for a in range(len(s_ids)))
+
+
+def _search(
+    start: tuple[int, ...], dist: list[int], ahead: list[list[tuple[int, ...]]], node_budget: int
+) -> list[tuple[int, ...]] | None:
+    """The joint positions at ``t = 0..max d_i`` of a wait-free plan, or ``None``: a depth-first search
+    over time (a stack, not recursion, so a long horizon cannot overflow), remembering the positions
+    ``(t, pos)`` found to lead nowhere."""
+    horizon = max(dist)
+    if horizon == 0:
+        return [start]
+    left = [node_budget]
+    dead: set[tuple[int, tuple[int, ...]]] = set()
+    path = [start]
+    stack = [_steps(start, 0, dist, ahead, left, node_budget)]
+    while stack:
+        t = len(path) - 1
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            dead.add((t, path.pop()))
+            stack.pop()
+            continue
+        if (t + 1, nxt) in dead:
+            continue
+        path.append(nxt)
+        if t + 1 == horizon:
+            return path
+        stack.append(_steps(nxt, t + 1, dist, ahead, left, node_budget))
+    return None
+
+
+def _steps(
+    pos: tuple[int, ...],
+    t: int,
+    dist: list[int],
+    ahead: list[list[tuple[int, ...]]],
+    left: list[int],
+    node_budget: int,
+) -> Iterator[tuple[int, ...]]:
+    """The joint positions at ``t + 1`` from ``pos`` at ``t``: each agent one step closer to its goal until
+    it arrives, then on it; no vertex or swap conflict. Each partial choice costs one unit of ``left``."""
+    k = len(pos)
+    new = [0] * k
+
+    def place(a: int) -> Iterator[tuple[int, ...]]:
+        if a == k:
+            yield tuple(new)
+            return
+        left[0] -= 1
+        if left[0] < 0:
+            raise SolverBudgetExceeded(
+                f"whether a wait-free plan exists was not settled within node_budget={node_budget}; "
+                "raise node_budget"
+            )
+        here = pos[a]
+        for v in (here,) if t >= dist[a] else ahead[a][here]:
+            if any(new[b] == v or (new[b] == here and pos[b] == v) for b in range(a)):
+                continue
+            new[a] = v
+            yield from place(a + 1)
+
+    return place(0)
