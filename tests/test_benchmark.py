@@ -11,19 +11,28 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from envengineer.errors import ConfigError, UndecidedDraw
+from envengineer.errors import ConfigError, InstanceFormatError, SolverBudgetExceeded, UndecidedDraw
 from envengineer.loop.experiment import Experiment
 from envengineer.mapf import benchmark as bm
 from envengineer.mapf import generator as gen
+from envengineer.mapf import solver as solver_module
 from envengineer.mapf.instance import save_instances
 from envengineer.mapf.policies import respond
-from envengineer.mapf.solver import solve
-from envengineer.mapf.validator import validate
+from envengineer.mapf.solver import paths_to_actions, solve
+from envengineer.mapf.validator import format_answer, validate
 
 #: The part of v2 the rebuild test builds: one (agents, size) cell per agent count, all three wait subsets
-#: each; every one holds boards the solver's default budget does not settle (decided with the generous
-#: budget, shipped with their plans).
+#: each; (4, 4) and (5, 7) hold boards the solver's default budget does not settle (decided with the
+#: generous budget, shipped with their plans).
 REBUILT_CELLS = ((3, 5), (4, 4), (5, 7))
+
+#: Whether benchmark v2's file ships yet. Until it does, v1 is the default and the tests of v2's file skip
+#: (V2_STATUS.md in the branch, docs/testbed.md: the build command); once it ships it is the default and
+#: ``test_the_default_version_ships`` makes every skip below impossible.
+V2_SHIPPED = bm.benchmark_path("v2").exists()
+needs_v2 = pytest.mark.skipif(
+    not V2_SHIPPED, reason=f"benchmark-v2.jsonl is not built yet: {bm.build_command('v2', 'FILE')}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,38 +45,54 @@ def bench_v1():
     return bm.load_benchmark("v1")
 
 
-def test_packaged_files_have_the_documented_hashes():
-    for v in bm.VERSIONS.values():
-        assert bm.sha256_file(bm.benchmark_path(v.name)) == v.sha256
-    assert bm.sha256_file(bm.plans_path("v2")) == bm.BENCHMARK_V2_PLANS_SHA256
-    assert bm.DEFAULT_VERSION == "v2" and bm.benchmark_path() == bm.benchmark_path("v2")
-    assert bm.BENCHMARK_SHA256 == bm.BENCHMARK_V2_SHA256
+@pytest.fixture(scope="module")
+def bench_v2():
+    return bm.load_benchmark("v2")
 
 
-def test_v1_loads_by_name_and_keeps_its_hash(bench, bench_v1):
+def test_the_default_version_ships():
+    assert bm.benchmark_path().exists() and bm.benchmark_path() == bm.benchmark_path(bm.DEFAULT_VERSION)
+    assert bm.BENCHMARK_SHA256 == bm.VERSIONS[bm.DEFAULT_VERSION].sha256
+    assert Experiment.model_validate({"name": "x"}).evaluation.benchmark_version == bm.DEFAULT_VERSION
+    assert bm.DEFAULT_VERSION == ("v2" if V2_SHIPPED else "v1")
+
+
+def test_v1_loads_by_name_and_keeps_its_hash(bench_v1):
     assert bm.sha256_file(bm.benchmark_path("v1")) == bm.BENCHMARK_V1_SHA256
     assert bm.plans_path("v1") is None
-    assert [i.id for i in bench_v1] == [i.id for i in bench]  # the same ids, line for line
-    assert bench_v1 != bench
-    assert bm.benchmark_name("benchmark-v1") == "v1" and bm.benchmark_name("benchmark") == "v2"
+    assert bm.benchmark_name("benchmark-v1") == "v1" and bm.benchmark_name("benchmark") == bm.DEFAULT_VERSION
+    assert bm.benchmark_name("benchmark-v2") == "v2" and bm.benchmark_name("benchmark.jsonl") is None
+
+
+@needs_v2
+def test_v2_file_and_plans_have_the_documented_hashes(bench_v1, bench_v2):
+    assert bm.sha256_file(bm.benchmark_path("v2")) == bm.BENCHMARK_V2_SHA256
+    assert bm.sha256_file(bm.plans_path("v2")) == bm.BENCHMARK_V2_PLANS_SHA256
+    assert [i.id for i in bench_v1] == [i.id for i in bench_v2]  # the same ids, line for line
+    assert bench_v1 != bench_v2
+
+
+def test_a_missing_version_file_names_the_build_command(monkeypatch, tmp_path):
+    monkeypatch.setattr(bm, "_data", lambda name: tmp_path / name)
+    with pytest.raises(InstanceFormatError, match="envengineer benchmark build --version v2 --workers 2 -o"):
+        bm.load_benchmark("v2")
 
 
 def test_an_unknown_version_is_a_clear_error():
-    message = r"unknown benchmark version 'v3'; use one of v1, v2 \(default v2\)"
+    message = r"unknown benchmark version 'v3'; use one of v1, v2 \(default v[12]\)"
     with pytest.raises(ConfigError, match=message):
         bm.load_benchmark("v3")
     with pytest.raises(ConfigError, match=message):
         bm.benchmark_name("benchmark-v3")
     with pytest.raises(ConfigError, match="benchmark_version"):
-        Experiment.model_validate({"name": "x", "evaluation": {"benchmark_version": "v3"}})
-    exp = Experiment.model_validate({"name": "x", "evaluation": {"benchmark_version": "v1"}})
-    assert exp.evaluation.benchmark_version == "v1"
-    assert Experiment.model_validate({"name": "x"}).evaluation.benchmark_version == bm.DEFAULT_VERSION
+        Experiment.from_dict({"name": "x", "evaluation": {"benchmark_version": "v3"}})
+    exp = Experiment.model_validate({"name": "x", "evaluation": {"benchmark_version": "v2"}})
+    assert exp.evaluation.benchmark_version == "v2"
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
-def test_shape(version, bench, bench_v1):
-    instances = bench if version == "v2" else bench_v1
+@pytest.mark.parametrize("version", ["v1", pytest.param("v2", marks=needs_v2)])
+def test_shape(version, request):
+    instances = request.getfixturevalue(f"bench_{version}")
     assert len(instances) == 3150
     cells = Counter((i.num_agents, i.size) for i in instances)
     assert set(cells) == {(k, n) for k in (3, 4, 5) for n in range(k, 11)}
@@ -81,8 +106,9 @@ def test_shape(version, bench, bench_v1):
     assert len({i.id for i in instances}) == 3150
 
 
-def test_shipped_plans_are_valid_optimal_and_for_v2_boards(bench):
-    by_hash = {i.board_hash(): i for i in bench}
+@needs_v2
+def test_shipped_plans_are_valid_optimal_and_for_v2_boards(bench_v2):
+    by_hash = {i.board_hash(): i for i in bench_v2}
     rows = [json.loads(line) for line in bm.plans_path("v2").read_text().splitlines()]
     assert rows and len({r["board_hash"] for r in rows}) == len(rows)
     for row in rows:
@@ -92,12 +118,11 @@ def test_shipped_plans_are_valid_optimal_and_for_v2_boards(bench):
         assert verdict.valid and verdict.soc == inst.optimal_soc, inst.id
 
 
-def test_the_first_shipped_board_is_beyond_the_default_budget(bench):
+@needs_v2
+def test_the_first_shipped_board_is_beyond_the_default_budget(bench_v2):
     """Why plans ship at all: the solver does not settle these boards within its default budget."""
     row = json.loads(bm.plans_path("v2").read_text().splitlines()[0])
-    inst = next(i for i in bench if i.id == row["id"])
-    from envengineer.errors import SolverBudgetExceeded
-
+    inst = next(i for i in bench_v2 if i.id == row["id"])
     with pytest.raises(SolverBudgetExceeded):
         solve(inst.grid, inst.starts, inst.goals, memo=False)
 
@@ -133,6 +158,28 @@ def test_v2_keeps_a_draw_v1_drops_for_its_budget():
     assert [i.to_dict() for i in cell["v1"]] == [i.to_dict() for i in bm.load_benchmark("v1") if i.id in v1]
 
 
+@pytest.mark.parametrize(("agents", "size"), [(3, 3), (3, 4)])
+def test_the_decided_rule_keeps_what_an_unlimited_search_keeps(monkeypatch, agents, size):
+    """v2's promise: the kept draws do not depend on the search. With a default budget so small that every
+    draw goes to :func:`~envengineer.mapf.generator.decide_draw`, the cell is the one the budgeted rule
+    gives when the solver settles every draw (the finite joint searches, a budget they never reach)."""
+    kw = dict(num_agents=agents, size=size, count=8, wait_count=4, seed=5, split="custom", hole_ratio=None)
+    real = gen.solve
+    monkeypatch.setattr(gen, "solve", functools.partial(real, node_budget=10))
+    plans: dict = {}
+    decided = gen.generate_cell(**kw, decide=10**8, plans=plans)
+    monkeypatch.setattr(solver_module, "JOINT_SPACE", 10**9)
+    monkeypatch.setattr(solver_module, "JOINT_SPACE_SOC", 10**9)
+    monkeypatch.setattr(gen, "solve", functools.partial(real, node_budget=10**8))
+    unlimited = gen.generate_cell(**kw)
+    assert [i.to_dict() for i in decided] == [i.to_dict() for i in unlimited]
+    assert plans and set(plans) <= {i.id for i in decided}
+    for inst in decided:  # each shipped plan is valid and optimal
+        if inst.id in plans:
+            verdict = validate(inst, format_answer(paths_to_actions(plans[inst.id])))
+            assert verdict.valid and verdict.soc == inst.optimal_soc, inst.id
+
+
 def test_validation_set_is_disjoint_and_of_the_same_shape(bench):
     val = bm.build_validation_set(per_cell=1, workers=1)
     assert len(val) == 21 * 3
@@ -147,20 +194,22 @@ def test_a_one_agent_validation_set_has_no_waits():
 
 
 @pytest.mark.slow
-def test_rebuild_of_a_stratified_part_is_byte_identical(tmp_path, bench):
+@needs_v2
+def test_rebuild_of_a_stratified_part_is_byte_identical(tmp_path, bench_v2):
     """The cells of :data:`REBUILT_CELLS` (one per agent count, all three wait subsets: 450 instances), built
     alone, equal their lines of the shipped v2 file byte for byte, and their plans the shipped plans. A cell
     is built exactly as in the whole (it shares nothing with the other cells), so this checks the build's
-    rule and the decisions beyond the default budget; the whole build takes minutes (docs/benchmarks.md)."""
+    rule and the decisions beyond the default budget; the whole build takes hours of CPU (docs/testbed.md)."""
     plans: dict = {}
     built = []
     for k, n in REBUILT_CELLS:
-        built += bm.build_benchmark(agents=(k,), min_size=n, max_size=n, workers=1, plans=plans)
+        built += bm.build_benchmark(version="v2", agents=(k,), min_size=n, max_size=n, workers=1, plans=plans)
     assert plans, "the part holds boards beyond the default budget"
-    shipped = [i for i in bench if (i.num_agents, i.size) in REBUILT_CELLS]
-    lines = {i.id: line for i, line in zip(bench, bm.benchmark_path().read_text().splitlines(), strict=True)}
+    shipped = [i for i in bench_v2 if (i.num_agents, i.size) in REBUILT_CELLS]
+    text = bm.benchmark_path("v2").read_text().splitlines()
+    lines = {i.id: line for i, line in zip(bench_v2, text, strict=True)}
     path = save_instances(built, tmp_path / "part.jsonl")
     assert path.read_text().splitlines() == [lines[i.id] for i in shipped]
     ids = {i.id for i in shipped}
-    shipped_plans = [r for r in bm.plans_path().read_text().splitlines() if json.loads(r)["id"] in ids]
+    shipped_plans = [r for r in bm.plans_path("v2").read_text().splitlines() if json.loads(r)["id"] in ids]
     assert bm.save_plans(plans, built, tmp_path / "plans.jsonl").read_text().splitlines() == shipped_plans

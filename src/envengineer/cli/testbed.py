@@ -297,7 +297,8 @@ def cmd_benchmark_info(args: argparse.Namespace) -> int:
         f"version: {v.name} (keeps {rule}; versions {', '.join(bm.VERSIONS)}, default {bm.DEFAULT_VERSION})"
     )
     print(f"path:    {path}")
-    print(f"sha256:  {bm.sha256_file(path)} (expected {v.sha256})")
+    found = bm.sha256_file(path) if path.exists() else f"missing: {bm.build_command(v.name, path)}"
+    print(f"sha256:  {found} (expected {v.sha256})")
     print(
         f"shape:   agents {list(bm.AGENTS)}, sizes k..{bm.MAX_SIZE}, subsets {list(bm.SUBSETS)}, "
         f"{bm.PER_CELL} per cell and subset = {len(bm.cells()) * len(bm.SUBSETS) * bm.PER_CELL} instances"

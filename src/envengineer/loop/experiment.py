@@ -189,24 +189,16 @@ class EvaluationSettings(_Model):
         description="Qwen3's thinking switch for plan answers and LLM engineers (None: the model's).",
     )
     benchmark_per_cell: int | None = Field(
-        default=None,
-        ge=1,
-        le=50,
-        description="Benchmark instances kept per (agents, size, subset) cell; None: all 50 (3,150 in all).",
+        None, ge=1, le=50, description="Benchmark instances per (agents, size, subset) cell; None: all 50."
     )
     benchmark_limit: int | None = Field(
-        default=None,
-        ge=1,
-        description="Keep this many benchmark instances, spread over (agents, size) cells (CPU scale).",
+        None, ge=1, description="Keep this many benchmark instances, spread over (agents, size) cells."
     )
     benchmark_path: str | None = Field(
-        default=None, description="An instance file to use as the benchmark instead of the packaged one."
+        None, description="An instance file to use as the benchmark instead of the packaged one."
     )
-    benchmark_version: Literal["v1", "v2"] = Field(
-        default="v2",
-        description="Packaged benchmark version: v2 keeps every solvable draw, v1 only those the solver "
-        "settles within its default budget (earlier figures). The validation set is drawn with the same "
-        "version's rule. A benchmark_path replaces the benchmark, not the validation rule.",
+    benchmark_version: Literal["v1", "v2"] = Field(  # default: mapf.benchmark.DEFAULT_VERSION
+        "v1", description="Packaged benchmark v1 or v2; its keep rule also draws the validation set."
     )
     gpu_memory_utilization: float | None = Field(
         default=None,

@@ -11,12 +11,16 @@ the rule that keeps a drawn board:
 * ``v1`` (``envengineer/data/benchmark-v1.jsonl``): a draw is kept when the solver settles it within its
   default node budget, so which draws are kept depends on how much counted work the search needs, and a
   faster search changes the benchmark. Kept, loadable by name, for comparisons with earlier figures.
-* ``v2`` (``envengineer/data/benchmark-v2.jsonl``, the default): a draw is kept when it is solvable (and
-  meets its needs-wait target); the build decides every draw, the ones the default budget does not settle
-  with :data:`~envengineer.mapf.generator.DECIDE_BUDGET`, and stops naming the draw when one is not
-  decided, so no search can change it. Its boards that the default budget does not settle ship with an
-  optimal plan each (``benchmark-v2-plans.jsonl``), so that the scripted optimal policy needs no long
-  search.
+* ``v2`` (``envengineer/data/benchmark-v2.jsonl``): a draw is kept when it is solvable (and meets its
+  needs-wait target); the build decides every draw, the ones the default budget does not settle with
+  :data:`~envengineer.mapf.generator.DECIDE_BUDGET`, and stops naming the draw when one is not decided,
+  so no search can change which boards it holds. Its boards that the default budget does not settle ship
+  with an optimal plan each (``benchmark-v2-plans.jsonl``), so that the scripted optimal policy needs no
+  long search; those plans are one optimum among several and, unlike the instances, may change with the
+  solver.
+
+:data:`DEFAULT_VERSION` is ``v1`` until ``benchmark-v2.jsonl`` is built and shipped; asking for v2 before
+that is an error that names the build command.
 
 A test rebuilds v2 (a stratified part of it) byte for byte. The validation set has the benchmark's shape,
 its own seed and split, fewer instances per cell, no board in common with the benchmark, and v2's rule.
@@ -92,8 +96,9 @@ VERSIONS: dict[str, BenchmarkVersion] = {
         BENCHMARK_V2_PLANS_SHA256,
     ),
 }
-#: The version every loader, command and experiment uses unless told otherwise.
-DEFAULT_VERSION = "v2"
+#: The version every loader, command and experiment uses unless told otherwise (``v2`` once its file
+#: ships; ``EvaluationSettings.benchmark_version`` has the same default).
+DEFAULT_VERSION = "v1"
 #: SHA-256 of the default version's file.
 BENCHMARK_SHA256 = VERSIONS[DEFAULT_VERSION].sha256
 
@@ -189,14 +194,15 @@ def build_set(
     exclude: Iterable[str] = (),
     workers: int | None = None,
     progress: bool = False,
-    decide: int | None = DECIDE_BUDGET,
+    decide: int | None = VERSIONS[DEFAULT_VERSION].decide,
     plans: dict[str, Plan] | None = None,
 ) -> list[Instance]:
     """Build a benchmark-shaped set, cells in parallel processes; ``workers`` does not change the result.
 
-    ``decide`` is the keep rule (:func:`~envengineer.mapf.generator.generate_instance`): v2's by default,
-    ``None`` for v1's. ``plans``, when given, receives the optimal plans of the kept boards the default
-    budget does not settle, by instance id.
+    ``decide`` is the keep rule (:func:`~envengineer.mapf.generator.generate_instance`): the default
+    version's by default, ``None`` for v1's, :data:`~envengineer.mapf.generator.DECIDE_BUDGET` for v2's.
+    ``plans``, when given, receives the optimal plans of the kept boards the default budget does not
+    settle, by instance id.
     """
     todo = cells(agents, max_size, min_size)
     job = partial(
@@ -206,7 +212,10 @@ def build_set(
     if workers <= 1:
         results: Iterable[tuple[list[Instance], dict[str, Plan]]] = map(job, todo)
     else:
-        results = in_workers(job, todo, workers, [k * n for k, n in todo])
+        # heaviest first, so no worker is left with a long cell at the end: v1's cost grows with the board,
+        # v2's with the crowding (its slowest decisions are five agents on 5x5 to 7x7)
+        weights = [k * n if decide is None else k**3 / n for k, n in todo]
+        results = in_workers(job, todo, workers, weights)
     out: list[Instance] = []
     bar = None
     if progress:
@@ -298,13 +307,26 @@ def plans_path(version: str = DEFAULT_VERSION) -> Path | None:
 
 
 def load_benchmark(version: str = DEFAULT_VERSION) -> list[Instance]:
-    """The packaged benchmark ``version`` (3,150 instances); ``v2`` unless told otherwise."""
+    """The packaged benchmark ``version`` (3,150 instances); :data:`DEFAULT_VERSION` unless told otherwise.
+
+    Raises:
+        ConfigError: ``version`` is not a shipped version.
+        InstanceFormatError: Its file is missing; the message names the command that builds it.
+    """
     path = benchmark_path(version)
     if not path.exists():
-        raise InstanceFormatError(
-            f"{path} is missing; rebuild it with `envengineer benchmark build --version {version} -o {path}`"
-        )
+        raise InstanceFormatError(f"benchmark {version}: {path} is missing; {build_command(version, path)}")
     return load_instances(path)
+
+
+def build_command(version: str, path: str | Path) -> str:
+    """The words that tell how to build benchmark ``version`` into ``path`` (two worker processes).
+
+    >>> build_command("v2", "out.jsonl")
+    'build it with `envengineer benchmark build --version v2 --workers 2 -o out.jsonl` (docs/testbed.md)'
+    """
+    command = f"envengineer benchmark build --version {version} --workers 2 -o {path}"
+    return f"build it with `{command}` (docs/testbed.md)"
 
 
 def save_plans(plans: dict[str, Plan], instances: Sequence[Instance], path: str | Path) -> Path:
