@@ -111,7 +111,7 @@ def benchmark_version(name: str = DEFAULT_VERSION) -> BenchmarkVersion:
     >>> benchmark_version("v3")
     Traceback (most recent call last):
     ...
-    envengineer.errors.ConfigError: unknown benchmark version 'v3'; use one of v1, v2 (default v2)
+    envengineer.errors.ConfigError: unknown benchmark version 'v3'; use one of v1, v2 (default ...)
     """
     if not isinstance(name, str) or name not in VERSIONS:
         names = ", ".join(VERSIONS)
@@ -125,8 +125,10 @@ def benchmark_name(name: str) -> str | None:
     """The version a set name stands for: ``benchmark`` the default, ``benchmark-v1`` / ``benchmark-v2``
     that version; ``None`` for any other name (a path). ``benchmark-vX`` for an unknown ``X`` is an error.
 
-    >>> benchmark_name("benchmark"), benchmark_name("benchmark-v1"), benchmark_name("boards.jsonl")
+    >>> benchmark_name("benchmark-v2"), benchmark_name("benchmark-v1"), benchmark_name("boards.jsonl")
     ('v2', 'v1', None)
+    >>> benchmark_name("benchmark") == DEFAULT_VERSION
+    True
     """
     if name == "benchmark":
         return DEFAULT_VERSION
