@@ -22,9 +22,10 @@ from envengineer.mapf.solver import paths_to_actions, solve
 from envengineer.mapf.validator import format_answer, validate
 
 #: The part of v2 the rebuild test builds: one (agents, size) cell per agent count, all three wait subsets
-#: each; (4, 4) and (5, 7) hold boards the solver's default budget does not settle (decided with the
-#: generous budget, shipped with their plans).
-REBUILT_CELLS = ((3, 5), (4, 4), (5, 7))
+#: each; (4, 4) and (5, 5) hold boards the solver's default budget does not settle (decided with the
+#: generous budget). About 70 s of CPU in all, measured niced on a busy machine: (3, 5) 0.4 s, (4, 4) 7 s,
+#: (5, 5) 61 s; (5, 7) took 197 s.
+REBUILT_CELLS = ((3, 5), (4, 4), (5, 5))
 
 #: Whether benchmark v2's file ships yet. Until it does, v1 is the default and the tests of v2's file skip
 #: (V2_STATUS.md in the branch, docs/testbed.md: the build command); once it ships it is the default and
@@ -197,9 +198,11 @@ def test_a_one_agent_validation_set_has_no_waits():
 @needs_v2
 def test_rebuild_of_a_stratified_part_is_byte_identical(tmp_path, bench_v2):
     """The cells of :data:`REBUILT_CELLS` (one per agent count, all three wait subsets: 450 instances), built
-    alone, equal their lines of the shipped v2 file byte for byte, and their plans the shipped plans. A cell
-    is built exactly as in the whole (it shares nothing with the other cells), so this checks the build's
-    rule and the decisions beyond the default budget; the whole build takes hours of CPU (docs/testbed.md)."""
+    alone, equal their lines of the shipped v2 file byte for byte. A cell is built exactly as in the whole
+    (it shares nothing with the other cells), so this checks the build's rule and the decisions beyond the
+    default budget; the whole build takes hours of CPU (docs/testbed.md). The plans are checked for being
+    valid and optimal, not byte for byte: which boards need one, and which of their optima the solver
+    returns, may change with the solver without changing the benchmark."""
     plans: dict = {}
     built = []
     for k, n in REBUILT_CELLS:
@@ -210,6 +213,7 @@ def test_rebuild_of_a_stratified_part_is_byte_identical(tmp_path, bench_v2):
     lines = {i.id: line for i, line in zip(bench_v2, text, strict=True)}
     path = save_instances(built, tmp_path / "part.jsonl")
     assert path.read_text().splitlines() == [lines[i.id] for i in shipped]
-    ids = {i.id for i in shipped}
-    shipped_plans = [r for r in bm.plans_path("v2").read_text().splitlines() if json.loads(r)["id"] in ids]
-    assert bm.save_plans(plans, built, tmp_path / "plans.jsonl").read_text().splitlines() == shipped_plans
+    for inst in built:
+        if inst.id in plans:
+            verdict = validate(inst, format_answer(paths_to_actions(plans[inst.id])))
+            assert verdict.valid and verdict.soc == inst.optimal_soc, inst.id
