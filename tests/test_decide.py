@@ -149,7 +149,7 @@ def _tiny_boards(seed: int, count: int):
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_every_step_matches_brute_force_on_tiny_boards(seed):
+def test_every_step_matches_brute_force_on_tiny_boards(seed, monkeypatch):
     kinds = {"no plan": 0, "unreachable": 0, "wait-free": 0, "needs a wait": 0}
     for grid, starts, goals in _tiny_boards(seed, 60):
         d = shortest_path_lengths(grid, starts, goals)
@@ -187,6 +187,13 @@ def test_every_step_matches_brute_force_on_tiny_boards(seed):
             sol = solver(grid, starts, goals, node_budget=10**6)
             assert (sol.soc, sol.makespan) == (soc, makespan), (solver.__name__, where)
             check_plan(grid, starts, goals, sol)
+        with (
+            monkeypatch.context() as mp
+        ):  # the thorough solver's CBS and horizon searches, not the joint ones
+            mp.setattr(solver_module, "JOINT_SPACE", 0)
+            mp.setattr(solver_module, "JOINT_SPACE_SOC", 0)
+            sol = solve_thorough(grid, starts, goals, node_budget=10**6)
+        assert (sol.soc, sol.makespan) == (soc, makespan), ("solve_thorough by CBS", where)
     assert kinds["no plan"] and kinds["wait-free"] and kinds["needs a wait"], kinds
 
 
