@@ -147,16 +147,24 @@ def test_a_draw_the_build_cannot_decide_stops_it_naming_the_draw(monkeypatch):
         assert part in text
 
 
-def test_v2_keeps_a_draw_v1_drops_for_its_budget():
+def test_v2_keeps_a_draw_v1_drops_for_its_budget(bench_v1):
     """4 agents on 4x4, wait subset wr_025, instance 6: its draw 3 needs more than the solver's default
-    budget, so v1 redraws and v2 keeps it (solvable, and it needs a wait as that instance must)."""
-    cell = {
-        v: bm.build_benchmark(version=v, agents=(4,), min_size=4, max_size=4, workers=1) for v in bm.VERSIONS
+    budget, so v1 redraws and v2 keeps it (solvable, and it needs a wait as that instance must). The first
+    7 instances of the subset are built alone (each has its own seed; the subset is the cell's first
+    stream and its first 13 need a wait), exactly as in the whole cell."""
+    kw = dict(num_agents=4, size=4, count=7, wait_count=7, seed=bm.BENCHMARK_SEED, split="benchmark")
+    kw.update(hole_ratio=None, stream=0, id_prefix="4agents_4x4_wr025", meta={"subset": "wr_025"})
+    plans: dict = {}
+    part = {
+        "v1": gen.generate_cell(**kw),
+        "v2": gen.generate_cell(**kw, decide=gen.DECIDE_BUDGET, plans=plans),
     }
-    v1 = {i.id: i for i in cell["v1"]}
-    kept = next(i for i in cell["v2"] if i.id == "4agents_4x4_wr025_000006")
-    assert kept.board_hash() != v1[kept.id].board_hash() and kept.needs_wait
-    assert [i.to_dict() for i in cell["v1"]] == [i.to_dict() for i in bm.load_benchmark("v1") if i.id in v1]
+    shipped = {i.id: i for i in bench_v1}
+    assert [i.to_dict() for i in part["v1"]] == [shipped[i.id].to_dict() for i in part["v1"]]
+    kept = part["v2"][6]
+    assert kept.id == "4agents_4x4_wr025_000006" and kept.needs_wait and kept.id in plans
+    assert kept.board_hash() != part["v1"][6].board_hash()
+    assert [i.to_dict() for i in part["v2"][:6]] == [i.to_dict() for i in part["v1"][:6]]
 
 
 @pytest.mark.parametrize(("agents", "size"), [(3, 3), (3, 4)])
