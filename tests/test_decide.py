@@ -1,5 +1,5 @@
 """How benchmark v2 decides a draw the default budget does not settle: the wait-free check, the proof that no
-plan exists, the joint and thorough solvers and ``decide_draw`` that chains them, each on boards small
+plan exists, the joint search, the integer program and ``decide_draw`` that chains them, each on boards small
 enough to check by hand and against the brute-force oracle of ``test_solver``."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 from envengineer.errors import InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf import solver as solver_module
 from envengineer.mapf.generator import decide_draw
-from envengineer.mapf.solver import Solution, shortest_path_lengths, solve_joint, solve_thorough
+from envengineer.mapf.solver import Solution, shortest_path_lengths, solve_joint
+from envengineer.mapf.solver.ilp import solve_ilp
 from envengineer.mapf.solver.reach import plan_exists
 from envengineer.mapf.solver.waitfree import wait_free_paths
 from test_solver import check_plan, oracle_makespan, oracle_soc
@@ -149,7 +150,7 @@ def _tiny_boards(seed: int, count: int):
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_every_step_matches_brute_force_on_tiny_boards(seed, monkeypatch):
+def test_every_step_matches_brute_force_on_tiny_boards(seed):
     kinds = {"no plan": 0, "unreachable": 0, "wait-free": 0, "needs a wait": 0}
     for grid, starts, goals in _tiny_boards(seed, 60):
         d = shortest_path_lengths(grid, starts, goals)
@@ -181,20 +182,41 @@ def test_every_step_matches_brute_force_on_tiny_boards(seed, monkeypatch):
             kinds["no plan"] += 1
             with pytest.raises(UnsolvableInstance):  # the joint search is finite: it proves it
                 solve_joint(grid, starts, goals, node_budget=10**6)
+            with pytest.raises(SolverBudgetExceeded):  # the integer program finds none, proves nothing
+                solve_ilp(grid, starts, goals, max_horizon=max(d) + 2)
             continue
         kinds["wait-free" if soc == sum(d) else "needs a wait"] += 1
-        for solver in (solve_joint, solve_thorough):
-            sol = solver(grid, starts, goals, node_budget=10**6)
-            assert (sol.soc, sol.makespan) == (soc, makespan), (solver.__name__, where)
+        for sol in (solve_joint(grid, starts, goals, node_budget=10**6), solve_ilp(grid, starts, goals)):
+            assert (sol.soc, sol.makespan, sol.shortest_sum) == (soc, makespan, sum(d)), where
             check_plan(grid, starts, goals, sol)
-        with (
-            monkeypatch.context() as mp
-        ):  # the thorough solver's CBS and horizon searches, not the joint ones
-            mp.setattr(solver_module, "JOINT_SPACE", 0)
-            mp.setattr(solver_module, "JOINT_SPACE_SOC", 0)
-            sol = solve_thorough(grid, starts, goals, node_budget=10**6)
-        assert (sol.soc, sol.makespan) == (soc, makespan), ("solve_thorough by CBS", where)
     assert kinds["no plan"] and kinds["wait-free"] and kinds["needs a wait"], kinds
+
+
+def test_integer_program_by_hand():
+    # two agents swap the ends of a corridor with a pocket in its middle: one steps into the pocket and out
+    # again (4 + 2 steps), the other waits one step for it to get there (4 + 1): SoC 11, makespan 6
+    grid = (".....", "HH.HH", "HHHHH", "HHHHH", "HHHHH")
+    starts, goals = [(0, 0), (0, 4)], [(0, 4), (0, 0)]
+    sol = solve_ilp(grid, starts, goals)
+    assert (
+        (sol.soc, sol.makespan, sol.shortest_sum)
+        == (11, 6, 8)
+        == (
+            oracle_soc(grid, starts, goals),
+            oracle_makespan(grid, starts, goals),
+            8,
+        )
+    )
+    check_plan(grid, starts, goals, sol)
+    # an agent already home rests there; the plan is as long as the other's line
+    sol = solve_ilp(OPEN3, [(1, 1), (0, 0)], [(1, 1), (0, 2)])
+    assert (sol.soc, sol.makespan) == (2, 2) and sol.paths[0] == ((1, 1),) * 3
+    assert solve_ilp(OPEN3, [(0, 0)], [(0, 0)]).paths == (((0, 0),),)
+    with pytest.raises(UnsolvableInstance, match="agent 1"):
+        solve_ilp(("..H", ".H.", "H.."), [(0, 0), (2, 2)], [(1, 0), (0, 0)])
+    # two agents that can never pass each other: no plan within any horizon tried, and no verdict
+    with pytest.raises(SolverBudgetExceeded, match="undecided"):
+        solve_ilp(("....", "HHHH", "HHHH", "HHHH"), [(0, 0), (0, 3)], [(0, 3), (0, 0)], max_horizon=8)
 
 
 def test_plan_exists_matches_brute_force_on_every_full_2x2_goal_order():

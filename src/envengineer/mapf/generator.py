@@ -53,8 +53,8 @@ from envengineer.mapf.solver import (
     remember,
     solve,
     solve_joint,
-    solve_thorough,
 )
+from envengineer.mapf.solver.ilp import solve_ilp
 from envengineer.mapf.solver.reach import plan_exists
 from envengineer.mapf.solver.waitfree import wait_free_paths
 
@@ -70,8 +70,9 @@ MAX_ATTEMPTS = 20_000
 #: not settle (``decide``), in the solver's budget units (:func:`decide_draw`). PLACEHOLDER
 DECIDE_BUDGET = 500_000_000
 #: Draws whose joint state space (:func:`~envengineer.mapf.solver.joint_space`) is at most this are decided
-#: by the joint searches (:func:`~envengineer.mapf.solver.solve_joint`), larger ones by CBS: on a small
-#: crowded board CBS can split for ever where the joint search settles it in a second.
+#: by the joint searches (:func:`~envengineer.mapf.solver.solve_joint`), which also prove that a board has
+#: no plan; larger ones by the integer program (:func:`~envengineer.mapf.solver.ilp.solve_ilp`), which
+#: settles in seconds the crowded corridors where CBS splits for hours.
 DECIDE_JOINT_SPACE = 2_000_000
 #: Joint positions :func:`decide_draw` explores to prove that a draw has no plan at all before it hands the
 #: draw to the solver; a speed knob only (a draw it does not settle goes to the solver).
@@ -273,13 +274,14 @@ def decide_draw(
     2. without one, the board needs a wait or has no plan, so a draw that must not need a wait is rejected;
     3. a draw that must need a wait is rejected when no plan exists at all
        (:func:`~envengineer.mapf.solver.reach.plan_exists`, cut off at :data:`REACH_BUDGET` positions);
-    4. otherwise the solver settles it with ``node_budget``: the joint searches on boards whose joint
-       state space is at most :data:`DECIDE_JOINT_SPACE`
-       (:func:`~envengineer.mapf.solver.solve_joint`), CBS with a makespan bound from the groups of all
-       agents but one on larger ones (:func:`~envengineer.mapf.solver.solve_thorough`).
+    4. otherwise its optima are found: by the joint searches with ``node_budget`` on boards whose joint
+       state space is at most :data:`DECIDE_JOINT_SPACE` (:func:`~envengineer.mapf.solver.solve_joint`;
+       finite, so they also prove that a board has no plan), by the integer program on larger ones
+       (:func:`~envengineer.mapf.solver.ilp.solve_ilp`).
 
     Raises:
-        SolverBudgetExceeded: Step 1 or 4 needed more than ``node_budget``.
+        SolverBudgetExceeded: Step 1 or the joint searches needed more than ``node_budget``, or the integer
+            program found no plan within its horizons (on a board step 3 could not prove plan-less).
 
     >>> sol = decide_draw(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)], needs_wait=True)
     >>> sol.soc, sol.makespan, sol.shortest_sum
@@ -304,7 +306,7 @@ def decide_draw(
     try:
         if joint_space(grid, starts, goals) <= DECIDE_JOINT_SPACE:
             return solve_joint(grid, starts, goals, node_budget=node_budget)
-        return solve_thorough(grid, starts, goals, node_budget=node_budget)
+        return solve_ilp(grid, starts, goals)
     except UnsolvableInstance:
         return None
 

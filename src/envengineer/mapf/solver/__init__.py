@@ -84,7 +84,6 @@ __all__ = [
     "solve",
     "solve_instance",
     "solve_joint",
-    "solve_thorough",
 ]
 
 logger = logging.getLogger(__name__)
@@ -210,54 +209,6 @@ def solve_joint(
     return _solution(_optimum(grid, s_ids, g_ids, node_budget, None, joint=True), n)
 
 
-def solve_thorough(
-    grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell], *, node_budget: int
-) -> Solution:
-    """:func:`solve` for a board its default budget does not settle, with a makespan lower bound that the
-    horizon searches would otherwise have to prove step by step (no memo).
-
-    Before the horizon searches, the optimal makespan of every group of all agents but one is found by
-    the joint search over the group's positions (each with its own :data:`GROUP_BOUND_BUDGET`, outside
-    ``node_budget``; a group it does not settle gives no bound). Leaving an agent out only removes
-    conflicts, so each is a lower bound, and the horizons below it need no proof: on crowded boards that
-    proof is where the searches run for hours (a 5-agent 6x6 board of the v2 benchmark: horizon 14 not
-    settled within 500 million units, while its groups of four prove the makespan is at least 15 in 15 s
-    and the feasibility search finds a plan of 15 at once). The answer is :func:`solve`'s.
-
-    Raises:
-        As :func:`solve` (without a time limit).
-
-    >>> sol = solve_thorough(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)], node_budget=10_000)
-    >>> sol.soc, sol.makespan
-    (6, 4)
-    """
-    check_budget(node_budget, None)
-    n, s_ids, g_ids = _checked(grid, starts, goals)
-    return _solution(_optimum(grid, s_ids, g_ids, node_budget, None, group_bound=True), n)
-
-
-#: Work each group's joint makespan search of :func:`solve_thorough` may spend.
-GROUP_BOUND_BUDGET = 20_000_000
-
-
-def _group_bound(grid: Sequence[str], s_ids: Sequence[int], g_ids: Sequence[int], lb: int, ub: int) -> int:
-    """The largest optimal makespan of a group of all agents but one that its joint search settles within
-    :data:`GROUP_BOUND_BUDGET` (at least ``lb``, at most ``ub``)."""
-    k = len(s_ids)
-    if k < 3:
-        return lb
-    for out in range(k):
-        if lb >= ub:
-            break
-        keep = [a for a in range(k) if a != out]
-        sub = _Problem(grid, [s_ids[a] for a in keep], [g_ids[a] for a in keep])
-        try:
-            lb = max(lb, _joint_makespan(sub, _Budget(GROUP_BOUND_BUDGET), lb, ub))
-        except _OutOfBudget:
-            continue
-    return lb
-
-
 def joint_space(grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell]) -> int:
     """About the number of states :func:`solve_joint`'s sum-of-costs search can reach: the product of the
     agents' region sizes (less one cell per earlier agent of the same region) times ``2 ** agents`` for
@@ -317,12 +268,10 @@ def _optimum(
     time_limit: float | None,
     *,
     joint: bool = False,
-    group_bound: bool = False,
 ) -> tuple[int, int, int, tuple[tuple[int, ...], ...]]:
     """The optima of a checked board and an SoC-optimal plan as integer cells, every path padded to the
     plan's horizon; raises as :func:`solve` does. ``joint`` takes the joint searches whatever the board's
-    size (:func:`solve_joint`); ``group_bound`` starts the makespan's horizons at the groups' bound
-    (:func:`solve_thorough`)."""
+    size (:func:`solve_joint`)."""
     prob = _Problem(grid, s_ids, g_ids)
     n = prob.n
     shortest = []
@@ -339,10 +288,7 @@ def _optimum(
     try:
         paths, groups = _solve_soc(prob, budget, joint)
         costs = [_cost(p, g) for p, g in zip(paths, g_ids, strict=True)]
-        lb = max(shortest)
-        if group_bound and not joint:
-            lb = _group_bound(grid, s_ids, g_ids, lb, max(costs))
-        makespan = _solve_makespan(prob, budget, lb, max(costs), groups, joint)
+        makespan = _solve_makespan(prob, budget, max(shortest), max(costs), groups, joint)
     except _OutOfBudget:
         if budget.timed_out:
             raise SolverBudgetExceeded(
