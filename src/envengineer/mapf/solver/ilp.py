@@ -61,7 +61,6 @@ def solve_ilp(
         max_horizon: The largest makespan tried for a first plan (default: the longest shortest path plus
             :data:`HORIZON_SLACK`).
 
-
     Raises:
         UnsolvableInstance: An agent cannot reach its goal at all.
         SolverBudgetExceeded: No plan within ``max_horizon`` (which does not prove that none exists).
