@@ -35,7 +35,7 @@ DEMO: dict[str, Any] = {
     "samples_per_round": 4800,
     "epochs_per_round": 1,
     "num_agents": 2,
-    "training": {"learner": "sft", "preset": "sft-round"},
+    "training": {"learner": "sft", "preset": "sft-round", "agents": [2, 3]},
     "warm_start": {  # from scratch instead: model policy:tiny and warm_start.enabled true
         "enabled": False,
         "preset": "sft-small",
@@ -48,7 +48,7 @@ DEMO: dict[str, Any] = {
         "seed": 0,
         "cache": True,
     },
-    "validation": {"per_cell": 8, "seed": 1, "agents": [2, 3], "min_size": 3, "max_size": 8, "start": True},
+    "validation": {"per_cell": 6, "seed": 1, "agents": [2, 3], "min_size": 3, "max_size": 10, "start": True},
     "evaluation": {
         "backend": "hf",
         "batch_size": 64,

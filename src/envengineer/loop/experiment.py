@@ -277,6 +277,16 @@ class TrainingSettings(_Model):
         "report's diagnostics. About 0.07 s a board for the tiny small policy on 2 cores: 128 is about 9 s a "
         "round. 0: no probe, nothing sampled is recorded (learnability falls back to validation rates).",
     )
+    agents: tuple[AgentCount, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="Agent counts of each round's boards, equal shares of `samples_per_round`, every count "
+        "on the round's configuration (its sizes that fit the count, their holes and waits; shuffled "
+        "together). None: the experiment's num_agents alone, the paper's training. A policy that trained on "
+        "two and three agents forgets the third when its rounds hold two only, so the small-policy "
+        "experiments use [2, 3] (docs/loop.md). The engineer's configuration and its num_agents are "
+        "unchanged by it.",
+    )
     report_to: list[str] | None = Field(
         default=None,
         description="Trackers for TRL's training logs and the loop's per-round metrics: tensorboard, wandb, "
