@@ -19,9 +19,9 @@ def demo_experiment(*, smollm2: bool = False) -> Experiment:
     return Experiment.model_validate(DEMO_SMOLLM2 if smollm2 else DEMO)
 
 
-#: The demo's settings (kept equal to ``experiments/cpu/demo.yaml`` by a test): the small-policy
-#: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``) with a stratified fifth of the
-#: benchmark (10 of each cell's 50 instances, 630 in all), aimed at 10 minutes on 2 idle cores
+#: The demo's settings (kept equal to ``experiments/cpu/demo.yaml`` by a test): exactly the small-policy
+#: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``, its seed 0: 288 validation
+#: boards, a stratified fifth of the benchmark, 630 instances), aimed at 10 minutes on 2 idle cores
 #: (docs/loop.md has the measured times, which depend on the machine): the packaged trainee, three rounds of
 #: 150 supervised steps on the solver's plans of the engineer's boards.
 DEMO: dict[str, Any] = {
