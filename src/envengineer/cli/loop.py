@@ -490,11 +490,18 @@ def _steps_text(p: dict) -> str:
     return "teach" if p["training"] == "teach" else f"{p['grpo_steps']} GRPO"
 
 
+def _instances(p: dict) -> str:
+    """``"14400 instances of 2 and 3 agents"``: the rounds' boards and their agent counts."""
+    counts = [str(a) for a in p["training_agents"]]
+    agents = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " and " + counts[-1]
+    return f"{p['training_instances']} instances of {agents} agents"
+
+
 def _print_training(p: dict, steps: int | None) -> None:
     if p["training"] == "SFT":
         sft = p["sft_steps_per_round"]
         print(
-            f"  training:    {p['training_instances']} instances, "
+            f"  training:    {_instances(p)}, "
             + (
                 f"{p['sft_steps']} SFT steps on the solver's plans ({sft} per round)"
                 if sft is not None
@@ -504,12 +511,12 @@ def _print_training(p: dict, steps: int | None) -> None:
         return
     if p["training"] == "teach":
         print(
-            f"  training:    {p['training_instances']} instances, the solver teaches the policy on its own "
+            f"  training:    {_instances(p)}, the solver teaches the policy on its own "
             "answers (learner teach)"
         )
         return
     print(
-        f"  training:    {p['training_instances']} instances, "
+        f"  training:    {_instances(p)}, "
         + (
             f"{p['grpo_steps']} GRPO steps ({steps} per round, "
             f"{p['grpo_batch'].get('prompts_per_step')} prompt(s) x {p['grpo_batch'].get('num_generations')} "

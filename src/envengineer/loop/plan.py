@@ -208,6 +208,7 @@ def plan(experiment: Experiment) -> dict[str, Any]:
         "engineer_calls": len(exp.engineer_rounds),
         "context": _context_label(exp),
         "training_instances": exp.rounds * exp.samples_per_round,
+        "training_agents": list(exp.training.agents or (exp.num_agents,)),
         "training": "skipped (scripted policy)"
         if exp.scripted
         else ("disabled" if not exp.trains else _LEARNER_LABELS[learner]),
