@@ -85,6 +85,14 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         help="trackers for TRL's logs and the loop's metrics, e.g. tensorboard or tensorboard,wandb "
         "(sets training.report_to; docs/integrations.md)",
     )
+    p.add_argument(
+        "--share-from",
+        type=Path,
+        metavar="DIR",
+        help="take the stages before the engineer is first asked (warm-start, starting validation, round "
+        "0) from the finished run in DIR, an arm of the same seed that differs only in its engineer "
+        "(docs/loop.md, The curriculum comparison)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
     _sweep_arguments(p, "OUT/NAME-sSEED (--out: the parent folder, default runs)")  # envengineer.sweep
     p.add_argument("--no-report", action="store_true", help="do not write report.md at the end")
@@ -197,6 +205,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.schema:
         print(json.dumps(Experiment.model_json_schema(), indent=2))
         return 0
+    if args.share_from is not None and (_sweeping(args) or args.resume):
+        raise ConfigError("--share-from starts one new run (not with --resume or --seeds)")
     if _sweeping(args):
         from envengineer.sweep.commands import run_sweep_command
 
@@ -235,7 +245,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         _print_plan(exp, out)
         return 0
-    return _execute(exp, out, resume=False, report=not args.no_report, progress=not args.no_progress)
+    return _execute(
+        exp,
+        out,
+        resume=False,
+        report=not args.no_report,
+        progress=not args.no_progress,
+        share_from=args.share_from,
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -403,7 +420,14 @@ def _sweeping(args: argparse.Namespace) -> bool:
 
 
 def _execute(
-    exp: object, out: Path, *, resume: bool, report: bool, progress: bool, redo_damaged: bool = False
+    exp: object,
+    out: Path,
+    *,
+    resume: bool,
+    report: bool,
+    progress: bool,
+    redo_damaged: bool = False,
+    share_from: Path | None = None,
 ) -> int:
     from envengineer.loop.report import benchmark_table_md
     from envengineer.loop.rundir import read_json
@@ -416,6 +440,7 @@ def _execute(
         resume=resume,
         progress=progress and sys.stderr.isatty(),
         redo_damaged=redo_damaged,
+        share_from=share_from,
     )
     seconds = time.perf_counter() - t0
     scores = read_json(out / "benchmark" / "scores.json")
