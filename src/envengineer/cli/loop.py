@@ -120,8 +120,9 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
         help="several runs side by side: tables, arms of seeds with mean and spread, figures",
         description="Put run directories side by side: compare.md (benchmark Sum per agent count, parse %, "
         "tokens per answer, the last validation, pooled valid % per wait subset; runs that differ only in "
-        "their seeds grouped into arms with mean ± std [min-max] per cell and Sum), compare.png and "
-        "allocation.png. Stopped runs show what they have.",
+        "their seeds grouped into arms with mean ± std [min-max] per cell and Sum; each arm's learning "
+        "curve, mean and 95 % interval over its seeds), compare.png, allocation.png and curves.png. Stopped "
+        "runs show what they have.",
     )
     p.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR", help="run directories to compare")
     p.add_argument(
@@ -288,10 +289,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.run_dirs, out=args.out, arms=arms or None, against=args.against, mixed=args.mixed_arms
     )
     print(path.read_text(encoding="utf-8"))
-    print(
-        f"written: {path}, {path.with_name('compare.json')}, {path.with_name('compare.png')} and "
-        f"{path.with_name('allocation.png')}"
-    )
+    written = [path.with_name(n) for n in ("compare.json", "compare.png", "allocation.png", "curves.png")]
+    print(f"written: {path}, " + ", ".join(str(p) for p in written if p.exists()))
     return 0
 
 
