@@ -504,8 +504,7 @@ def compare_runs(
     out = Path(out)
     fig = compare_figure(agents, rows, out / "compare.png")
     alloc = allocation_figure(runs, out / "allocation.png")
-    curves = arm_curves({a.name: a.runs for a in grouped})
-    curves_png = curves_figure(curves, out / "curves.png")
+    curves, curves_text = _curves(grouped, out)
     text = "# Comparison\n\n" + _notes_markdown(notes, damaged) + comparison_markdown(agents, rows) + "\n"
     subsets = subsets_markdown(rows)
     if subsets:
@@ -513,8 +512,7 @@ def compare_runs(
     if any(len(a.runs) > 1 for a in grouped) or arms:
         text += "\n" + arms_markdown(grouped, mixed=bool(mixtures)) + "\n"
     text += "\n" + intervals_markdown(intervals) + "\n"
-    if curves_png is not None:
-        text += "\n" + curves_markdown(curves) + f"\n![learning curves per arm]({curves_png.name})\n"
+    text += curves_text
     text += f"\n![comparison]({fig.name})\n"
     if alloc is not None:
         text += f"\n![data allocation per round, side by side]({alloc.name})\n"
@@ -531,6 +529,15 @@ def compare_runs(
 
 
 _SPLITS = ("benchmark", "validation")
+
+
+def _curves(arms: Sequence[Arm], out: Path) -> tuple[dict[str, Any], str]:
+    """The arms' learning curves over seeds, their figure in ``out`` and their Markdown section."""
+    curves = arm_curves({a.name: a.runs for a in arms})
+    png = curves_figure(curves, out / "curves.png")
+    if png is None:
+        return curves, ""
+    return curves, "\n" + curves_markdown(curves) + f"\n![learning curves per arm]({png.name})\n"
 
 
 def _notes_markdown(notes: Sequence[str], damaged: Sequence[str]) -> str:
