@@ -91,7 +91,7 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="take the stages before the engineer is first asked (warm-start, starting validation, round "
         "0) from the finished run in DIR, an arm of the same seed that differs only in its engineer "
-        "(docs/loop.md, The curriculum comparison)",
+        "(docs/loop.md, Comparing runs and arms of seeds)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
     _sweep_arguments(p, "OUT/NAME-sSEED (--out: the parent folder, default runs)")  # envengineer.sweep

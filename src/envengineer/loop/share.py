@@ -26,7 +26,7 @@ from typing import Any
 from envengineer.errors import ConfigError
 from envengineer.loop.experiment import Experiment, load_experiment
 from envengineer.loop.integrity import Verifier, check_experiment
-from envengineer.loop.rundir import EXPERIMENT, VALIDATION_SET, LedgerEntry, RunDir
+from envengineer.loop.rundir import EXPERIMENT, VALIDATION_SET, DamagedRunError, LedgerEntry, RunDir
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +131,6 @@ def _record(src: RunDir, dst: RunDir, entry: LedgerEntry) -> None:
     mine = {k: v for k, v in new.hashes.items() if k != EXPERIMENT}
     theirs = {k: v for k, v in entry.hashes.items() if k != EXPERIMENT}
     if mine != theirs:  # a copy that is not what the source vouched for must not be trusted
-        from envengineer.loop.rundir import DamagedRunError
-
         raise DamagedRunError(
             f"{dst.root}: the copy of stage {entry.stage!r} from {src.root} differs from what its ledger "
             "recorded; remove the new run and start it again"
