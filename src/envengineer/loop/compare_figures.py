@@ -95,17 +95,19 @@ def arm_curves(arms: Mapping[str, Sequence[RunRecord]]) -> dict[str, list[dict[s
                     cell = points.setdefault(label, {m: [] for m in METRICS})
                     for m in METRICS:
                         cell[m].append(float(scores["summary"][m]))
-        order = sorted(points, key=lambda p: -1 if p == "start" else int(p.split()[1]))
+        order = sorted(points, key=_position)
         out[name] = [{"point": p, **{m: bootstrap_mean(points[p][m]) for m in METRICS}} for p in order]
     return out
 
 
+def _position(point: str) -> int:
+    """Where a curve's point lies: ``"start"`` at -1, ``"round R"`` at R."""
+    return -1 if point == "start" else int(point.split()[1])
+
+
 def curves_markdown(curves: Mapping[str, list[dict[str, Any]]]) -> str:
     """The arms' learning curves as a table: valid % (optimal %), mean [95 % interval] over seeds."""
-    labels = sorted(
-        {c["point"] for cs in curves.values() for c in cs},
-        key=lambda p: -1 if p == "start" else int(p.split()[1]),
-    )
+    labels = sorted({c["point"] for cs in curves.values() for c in cs}, key=_position)
     lines = [
         "## Learning curves over seeds",
         "",
@@ -136,7 +138,7 @@ def curves_figure(curves: Mapping[str, list[dict[str, Any]]], path: Path) -> Pat
     fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.0), sharex=True)
     cmap = plt.get_cmap("tab10")
     for i, (name, cs) in enumerate(curves.items()):
-        xs = [-1 if c["point"] == "start" else int(c["point"].split()[1]) for c in cs]
+        xs = [_position(c["point"]) for c in cs]
         for ax, metric in zip(axes, ("valid", "optimal"), strict=True):
             means = [c[metric]["mean"] for c in cs]
             n = max(c[metric]["n"] for c in cs)
@@ -145,9 +147,7 @@ def curves_figure(curves: Mapping[str, list[dict[str, Any]]], path: Path) -> Pat
                 lows = [c[metric]["low"] for c in cs]
                 highs = [c[metric]["high"] for c in cs]
                 ax.fill_between(xs, lows, highs, color=cmap(i % 10), alpha=0.15)
-    ticks = sorted(
-        {-1 if c["point"] == "start" else int(c["point"].split()[1]) for cs in curves.values() for c in cs}
-    )
+    ticks = sorted({_position(c["point"]) for cs in curves.values() for c in cs})
     for ax, metric in zip(axes, ("valid", "optimal"), strict=True):
         ax.set_xticks(ticks, ["start" if t < 0 else f"round {t}" for t in ticks])
         ax.set_ylabel(f"validation {metric} (%)")
