@@ -223,3 +223,40 @@ def test_bootstrap_intervals_per_arm_and_the_difference_to_a_reference(a: Path, 
     )
     with pytest.raises(ConfigError, match="--against 'nope' is not an arm"):
         compare_runs(same, out=out, against="nope")
+
+
+def test_learning_curves_per_arm_are_means_over_seeds_with_intervals(a: Path, tmp_path: Path) -> None:
+    from types import SimpleNamespace as NS
+
+    from envengineer.loop.compare_figures import arm_curves, curves_figure, curves_markdown
+
+    def run(start: float, *rounds: float) -> Any:
+        def scores(v: float) -> dict[str, Any]:
+            return {"summary": {"valid": v, "optimal": v / 2}}
+
+        return NS(
+            start_validation=scores(start),
+            rounds=[NS(index=i, validation=scores(v)) for i, v in enumerate(rounds)],
+        )
+
+    curves = arm_curves({"x": [run(20.0, 30.0, 40.0), run(20.0, 10.0)], "y": [run(50.0)]})
+    x = {c["point"]: c for c in curves["x"]}
+    assert list(x) == ["start", "round 0", "round 1"]
+    assert x["start"]["valid"] == {"n": 2, "mean": 20.0, "low": 20.0, "high": 20.0}
+    # two seeds 30 and 10: resampled means are 10, 20 or 30
+    assert x["round 0"]["valid"] == {"n": 2, "mean": 20.0, "low": 10.0, "high": 30.0}
+    assert x["round 0"]["optimal"]["mean"] == 10.0
+    assert x["round 1"]["valid"]["n"] == 1 and x["round 1"]["valid"]["low"] is None  # one run: no interval
+    assert [c["point"] for c in curves["y"]] == ["start"]
+    text = curves_markdown(curves)
+    assert "| `x` | 2 | 20.00 (10.00) [20.00, 20.00] | 20.00 (10.00) [10.00, 30.00] | 40.00 (20.00) |" in text
+    assert "| `y` | 1 | 50.00 (25.00) |  |  |" in text
+    assert curves_figure(curves, tmp_path / "curves.png").stat().st_size > 0
+    # compare writes them for arms of seeds
+    same = [_arm_run(a, tmp_path, "flat", s, 30.0) for s in range(2)]
+    out = tmp_path / "out"
+    compare_runs(same, out=out)
+    assert _record(out)["curves"]["flat"][-1]["valid"]["n"] == 2
+    assert (
+        "## Learning curves over seeds" in (out / "compare.md").read_text() and (out / "curves.png").exists()
+    )

@@ -85,6 +85,14 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         help="trackers for TRL's logs and the loop's metrics, e.g. tensorboard or tensorboard,wandb "
         "(sets training.report_to; docs/integrations.md)",
     )
+    p.add_argument(
+        "--share-from",
+        type=Path,
+        metavar="DIR",
+        help="take the stages before the engineer is first asked (warm-start, starting validation, round "
+        "0) from the finished run in DIR, an arm of the same seed that differs only in its engineer "
+        "(docs/loop.md, Comparing runs and arms of seeds)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
     _sweep_arguments(p, "OUT/NAME-sSEED (--out: the parent folder, default runs)")  # envengineer.sweep
     p.add_argument("--no-report", action="store_true", help="do not write report.md at the end")
@@ -112,8 +120,9 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
         help="several runs side by side: tables, arms of seeds with mean and spread, figures",
         description="Put run directories side by side: compare.md (benchmark Sum per agent count, parse %, "
         "tokens per answer, the last validation, pooled valid % per wait subset; runs that differ only in "
-        "their seeds grouped into arms with mean ± std [min-max] per cell and Sum), compare.png and "
-        "allocation.png. Stopped runs show what they have.",
+        "their seeds grouped into arms with mean ± std [min-max] per cell and Sum; each arm's learning "
+        "curve, mean and 95 % interval over its seeds), compare.png, allocation.png and curves.png. Stopped "
+        "runs show what they have.",
     )
     p.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR", help="run directories to compare")
     p.add_argument(
@@ -197,6 +206,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.schema:
         print(json.dumps(Experiment.model_json_schema(), indent=2))
         return 0
+    if args.share_from is not None and (_sweeping(args) or args.resume):
+        raise ConfigError("--share-from starts one new run (not with --resume or --seeds)")
     if _sweeping(args):
         from envengineer.sweep.commands import run_sweep_command
 
@@ -235,7 +246,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         _print_plan(exp, out)
         return 0
-    return _execute(exp, out, resume=False, report=not args.no_report, progress=not args.no_progress)
+    return _execute(
+        exp,
+        out,
+        resume=False,
+        report=not args.no_report,
+        progress=not args.no_progress,
+        share_from=args.share_from,
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -271,10 +289,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.run_dirs, out=args.out, arms=arms or None, against=args.against, mixed=args.mixed_arms
     )
     print(path.read_text(encoding="utf-8"))
-    print(
-        f"written: {path}, {path.with_name('compare.json')}, {path.with_name('compare.png')} and "
-        f"{path.with_name('allocation.png')}"
-    )
+    written = [path.with_name(n) for n in ("compare.json", "compare.png", "allocation.png", "curves.png")]
+    print(f"written: {path}, " + ", ".join(str(p) for p in written if p.exists()))
     return 0
 
 
@@ -403,7 +419,14 @@ def _sweeping(args: argparse.Namespace) -> bool:
 
 
 def _execute(
-    exp: object, out: Path, *, resume: bool, report: bool, progress: bool, redo_damaged: bool = False
+    exp: object,
+    out: Path,
+    *,
+    resume: bool,
+    report: bool,
+    progress: bool,
+    redo_damaged: bool = False,
+    share_from: Path | None = None,
 ) -> int:
     from envengineer.loop.report import benchmark_table_md
     from envengineer.loop.rundir import read_json
@@ -416,6 +439,7 @@ def _execute(
         resume=resume,
         progress=progress and sys.stderr.isatty(),
         redo_damaged=redo_damaged,
+        share_from=share_from,
     )
     seconds = time.perf_counter() - t0
     scores = read_json(out / "benchmark" / "scores.json")
@@ -490,11 +514,18 @@ def _steps_text(p: dict) -> str:
     return "teach" if p["training"] == "teach" else f"{p['grpo_steps']} GRPO"
 
 
+def _instances(p: dict) -> str:
+    """``"14400 instances of 2 and 3 agents"``: the rounds' boards and their agent counts."""
+    counts = [str(a) for a in p["training_agents"]]
+    agents = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " and " + counts[-1]
+    return f"{p['training_instances']} instances of {agents} agents"
+
+
 def _print_training(p: dict, steps: int | None) -> None:
     if p["training"] == "SFT":
         sft = p["sft_steps_per_round"]
         print(
-            f"  training:    {p['training_instances']} instances, "
+            f"  training:    {_instances(p)}, "
             + (
                 f"{p['sft_steps']} SFT steps on the solver's plans ({sft} per round)"
                 if sft is not None
@@ -504,12 +535,12 @@ def _print_training(p: dict, steps: int | None) -> None:
         return
     if p["training"] == "teach":
         print(
-            f"  training:    {p['training_instances']} instances, the solver teaches the policy on its own "
+            f"  training:    {_instances(p)}, the solver teaches the policy on its own "
             "answers (learner teach)"
         )
         return
     print(
-        f"  training:    {p['training_instances']} instances, "
+        f"  training:    {_instances(p)}, "
         + (
             f"{p['grpo_steps']} GRPO steps ({steps} per round, "
             f"{p['grpo_batch'].get('prompts_per_step')} prompt(s) x {p['grpo_batch'].get('num_generations')} "

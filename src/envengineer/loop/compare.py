@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from envengineer.errors import ConfigError
-from envengineer.loop.compare_figures import allocation_figure, compare_figure
+from envengineer.loop.compare_figures import (
+    allocation_figure,
+    arm_curves,
+    compare_figure,
+    curves_figure,
+    curves_markdown,
+)
 from envengineer.loop.intervals import arm_intervals, intervals_markdown
 from envengineer.loop.report import RunRecord, load_run, parsed_share, subset_scores
 from envengineer.loop.rundir import atomic_write_json, atomic_write_text
@@ -498,6 +504,7 @@ def compare_runs(
     out = Path(out)
     fig = compare_figure(agents, rows, out / "compare.png")
     alloc = allocation_figure(runs, out / "allocation.png")
+    curves, curves_text = _curves(grouped, out)
     text = "# Comparison\n\n" + _notes_markdown(notes, damaged) + comparison_markdown(agents, rows) + "\n"
     subsets = subsets_markdown(rows)
     if subsets:
@@ -505,6 +512,7 @@ def compare_runs(
     if any(len(a.runs) > 1 for a in grouped) or arms:
         text += "\n" + arms_markdown(grouped, mixed=bool(mixtures)) + "\n"
     text += "\n" + intervals_markdown(intervals) + "\n"
+    text += curves_text
     text += f"\n![comparison]({fig.name})\n"
     if alloc is not None:
         text += f"\n![data allocation per round, side by side]({alloc.name})\n"
@@ -512,6 +520,7 @@ def compare_runs(
         "runs": rows,
         "arms": {a.name: [str(r.root) for r in a.runs] for a in grouped},
         "intervals": intervals,
+        "curves": curves,
         "warnings": notes,
         "damaged": damaged,
     }
@@ -520,6 +529,15 @@ def compare_runs(
 
 
 _SPLITS = ("benchmark", "validation")
+
+
+def _curves(arms: Sequence[Arm], out: Path) -> tuple[dict[str, Any], str]:
+    """The arms' learning curves over seeds, their figure in ``out`` and their Markdown section."""
+    curves = arm_curves({a.name: a.runs for a in arms})
+    png = curves_figure(curves, out / "curves.png")
+    if png is None:
+        return curves, ""
+    return curves, "\n" + curves_markdown(curves) + f"\n![learning curves per arm]({png.name})\n"
 
 
 def _notes_markdown(notes: Sequence[str], damaged: Sequence[str]) -> str:

@@ -1,9 +1,10 @@
-"""The figures of ``envengineer compare``: the arms' benchmark sums and validation curves, and each run's
-data allocation across map sizes per round (the paper's Fig. 7)."""
+"""The figures of ``envengineer compare``: the arms' benchmark sums and validation curves, each run's
+data allocation across map sizes per round (the paper's Fig. 7), and each arm's learning curve over its
+seeds (mean and interval)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +72,86 @@ def allocation_figure(runs: Sequence[RunRecord], path: Path) -> Path | None:
     fig.suptitle("data allocation across map sizes per round")
     fig.tight_layout(rect=(0, 0, 1 - 0.9 / (2.2 + 2.4 * len(data)), 1))
     return _save(fig, path, tight=False)
+
+
+def arm_curves(arms: Mapping[str, Sequence[RunRecord]]) -> dict[str, list[dict[str, Any]]]:
+    """Per arm, each point of its learning curve (the starting model's validation, then each round's):
+    valid and optimal % as the mean over the arm's runs that reached it, with its 95 % bootstrap interval
+    over those runs (:func:`envengineer.loop.intervals.bootstrap_mean`).
+
+    Returns ``{arm: [{"point": "start" | "round R", "valid": {n, mean, low, high}, "optimal": ...}]}``.
+    """
+    from envengineer.loop.intervals import METRICS, bootstrap_mean
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, runs in arms.items():
+        points: dict[str, dict[str, list[float]]] = {}
+        for run in runs:
+            curve = [("start", run.start_validation)] + [
+                (f"round {r.index}", r.validation) for r in run.rounds
+            ]
+            for label, scores in curve:
+                if scores:
+                    cell = points.setdefault(label, {m: [] for m in METRICS})
+                    for m in METRICS:
+                        cell[m].append(float(scores["summary"][m]))
+        order = sorted(points, key=_position)
+        out[name] = [{"point": p, **{m: bootstrap_mean(points[p][m]) for m in METRICS}} for p in order]
+    return out
+
+
+def _position(point: str) -> int:
+    """Where a curve's point lies: ``"start"`` at -1, ``"round R"`` at R."""
+    return -1 if point == "start" else int(point.split()[1])
+
+
+def curves_markdown(curves: Mapping[str, list[dict[str, Any]]]) -> str:
+    """The arms' learning curves as a table: valid % (optimal %), mean [95 % interval] over seeds."""
+    labels = sorted({c["point"] for cs in curves.values() for c in cs}, key=_position)
+    lines = [
+        "## Learning curves over seeds",
+        "",
+        "Validation valid % (optimal %) per point, mean over the arm's runs [95 % bootstrap interval]:",
+        "",
+        "| arm | n | " + " | ".join(labels) + " |",
+        "|---|---|" + "---|" * len(labels),
+    ]
+    for name, cs in curves.items():
+        by = {c["point"]: c for c in cs}
+        n = max((c["valid"]["n"] for c in cs), default=0)
+        cells = [_point_text(by[p]) if p in by else "" for p in labels]
+        lines.append(f"| `{name}` | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _point_text(c: Mapping[str, Any]) -> str:
+    v, o = c["valid"], c["optimal"]
+    text = f"{v['mean']:.2f} ({o['mean']:.2f})"
+    return text + (f" [{v['low']:.2f}, {v['high']:.2f}]" if v["low"] is not None else "")
+
+
+def curves_figure(curves: Mapping[str, list[dict[str, Any]]], path: Path) -> Path | None:
+    """Each arm's learning curve, valid and optimal %, mean over seeds with its 95 % interval shaded."""
+    if not any(curves.values()):
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.0), sharex=True)
+    cmap = plt.get_cmap("tab10")
+    for i, (name, cs) in enumerate(curves.items()):
+        xs = [_position(c["point"]) for c in cs]
+        for ax, metric in zip(axes, ("valid", "optimal"), strict=True):
+            means = [c[metric]["mean"] for c in cs]
+            n = max(c[metric]["n"] for c in cs)
+            ax.plot(xs, means, marker="o", color=cmap(i % 10), label=f"{name} (n={n})")
+            if all(c[metric]["low"] is not None for c in cs):
+                lows = [c[metric]["low"] for c in cs]
+                highs = [c[metric]["high"] for c in cs]
+                ax.fill_between(xs, lows, highs, color=cmap(i % 10), alpha=0.15)
+    ticks = sorted({_position(c["point"]) for cs in curves.values() for c in cs})
+    for ax, metric in zip(axes, ("valid", "optimal"), strict=True):
+        ax.set_xticks(ticks, ["start" if t < 0 else f"round {t}" for t in ticks])
+        ax.set_ylabel(f"validation {metric} (%)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("learning curves per arm: mean over seeds, 95 % bootstrap interval shaded")
+    return _save(fig, path)

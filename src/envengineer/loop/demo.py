@@ -19,9 +19,9 @@ def demo_experiment(*, smollm2: bool = False) -> Experiment:
     return Experiment.model_validate(DEMO_SMOLLM2 if smollm2 else DEMO)
 
 
-#: The demo's settings (kept equal to ``experiments/cpu/demo.yaml`` by a test): the small-policy
-#: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``) with a stratified fifth of the
-#: benchmark (10 of each cell's 50 instances, 630 in all), aimed at 10 minutes on 2 idle cores
+#: The demo's settings (kept equal to ``experiments/cpu/demo.yaml`` by a test): exactly the small-policy
+#: comparison's LLM-engineer arm (``experiments/cpu/policy-main-llm.yaml``, its seed 0: 288 validation
+#: boards, a stratified fifth of the benchmark, 630 instances), aimed at 10 minutes on 2 idle cores
 #: (docs/loop.md has the measured times, which depend on the machine): the packaged trainee, three rounds of
 #: 150 supervised steps on the solver's plans of the engineer's boards.
 DEMO: dict[str, Any] = {
@@ -35,7 +35,7 @@ DEMO: dict[str, Any] = {
     "samples_per_round": 4800,
     "epochs_per_round": 1,
     "num_agents": 2,
-    "training": {"learner": "sft", "preset": "sft-round"},
+    "training": {"learner": "sft", "preset": "sft-round", "agents": [2, 3]},
     "warm_start": {  # from scratch instead: model policy:tiny and warm_start.enabled true
         "enabled": False,
         "preset": "sft-small",
@@ -48,7 +48,7 @@ DEMO: dict[str, Any] = {
         "seed": 0,
         "cache": True,
     },
-    "validation": {"per_cell": 8, "seed": 1, "agents": [2, 3], "min_size": 3, "max_size": 8, "start": True},
+    "validation": {"per_cell": 6, "seed": 1, "agents": [2, 3], "min_size": 3, "max_size": 10, "start": True},
     "evaluation": {
         "backend": "hf",
         "batch_size": 64,

@@ -33,9 +33,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from envengineer.engineer.trust_region import TrustRegion
 from envengineer.errors import ConfigError
 from envengineer.loop.context_settings import ContextSettings
+from envengineer.loop.overrides import deep_merge
+from envengineer.loop.overrides import parse_override as parse_override  # re-exported: read with the files
+from envengineer.loop.overrides import set_dotted as set_dotted
 from envengineer.mapf.config import format_validation_error, read_yaml
 from envengineer.training.teach import TeachSettings
-from envengineer.yamlio import YAMLDataError, brief, load_yaml
+from envengineer.yamlio import brief
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +277,16 @@ class TrainingSettings(_Model):
         "signal GRPO's own samples give the learnability curriculum, the engineer's L module and the "
         "report's diagnostics. About 0.07 s a board for the tiny small policy on 2 cores: 128 is about 9 s a "
         "round. 0: no probe, nothing sampled is recorded (learnability falls back to validation rates).",
+    )
+    agents: tuple[AgentCount, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="Agent counts of each round's boards, equal shares of `samples_per_round`, every count "
+        "on the round's configuration (its sizes that fit the count, their holes and waits; shuffled "
+        "together). None: the experiment's num_agents alone, the paper's training. A policy that trained on "
+        "two and three agents forgets the third when its rounds hold two only, so the small-policy "
+        "experiments use [2, 3] (docs/loop.md). The engineer's configuration and its num_agents are "
+        "unchanged by it.",
     )
     report_to: list[str] | None = Field(
         default=None,
@@ -551,48 +564,3 @@ def read_experiment_data(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, 
     if not isinstance(base, str):
         raise ConfigError(f"{path}: 'base' must be a file path relative to {path.parent}, got {brief(base)}")
     return deep_merge(read_experiment_data(path.parent / base, (*_seen, resolved)), data)
-
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """``override`` on top of ``base``: mappings merge key by key, other values replace.
-
-    >>> deep_merge({"a": {"x": 1, "y": 2}, "b": 1}, {"a": {"y": 3}, "b": [2]})
-    {'a': {'x': 1, 'y': 3}, 'b': [2]}
-    """
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    """Set ``data["a"]["b"] = value`` for ``key="a.b"``, creating mappings on the way.
-
-    >>> d = {"engineer": "x"}; set_dotted(d, "engineer.kind", "fixed"); d
-    {'engineer': {'kind': 'fixed'}}
-    """
-    parts = key.split(".")
-    node = data
-    for part in parts[:-1]:
-        if not isinstance(node.get(part), dict):
-            node[part] = {}
-        node = node[part]
-    node[parts[-1]] = value
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """``"rounds=2"`` -> ``("rounds", 2)``; the value is read as YAML (numbers, booleans, null, lists).
-
-    >>> parse_override("engineer.context=V3")
-    ('engineer.context', 'V3')
-    """
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"override {text!r} must look like key=value, e.g. rounds=2 or engineer.kind=fixed")
-    try:
-        return key.strip(), load_yaml(value)
-    except YAMLDataError as exc:
-        raise ConfigError(f"override {brief(text)}: the value is not valid YAML ({exc})") from None

@@ -114,7 +114,8 @@ def _benchmark_problems(exp: Experiment) -> list[str]:
 
 def _board_problems(exp: Experiment) -> list[str]:
     """Every board a run generates must hold its agents: the validation cells, and the training data's
-    ``num_agents`` on each map size of the configuration space (the engineer may pick any)."""
+    ``num_agents`` on each map size of the configuration space (the engineer may pick any), and each count
+    of ``training.agents`` on the sizes that fit it."""
     if exp.rounds == 0:
         return []
     from envengineer.errors import GenerationError
@@ -130,15 +131,27 @@ def _board_problems(exp: Experiment) -> list[str]:
             f"validation: the validation set would be empty: no map size from the agent count to "
             f"max_size {v.max_size} fits agents {list(v.agents)}; use agents <= max_size (e.g. [3, 4, 5])"
         )
+    for count in exp.training.agents or ():
+        if not any(n >= count for n in DEFAULT_SPACE.sizes):
+            problems.append(
+                f"training.agents: {count} agents fit no map size of the space "
+                f"({min(DEFAULT_SPACE.sizes)}-{max(DEFAULT_SPACE.sizes)}); lower training.agents"
+            )
     for where, fits in (
         ("validation", [(n, a) for a, n in val_cells]),
         ("num_agents", [(n, exp.num_agents) for n in DEFAULT_SPACE.sizes]),
+        (
+            "training.agents",
+            [(n, a) for a in exp.training.agents or () for n in DEFAULT_SPACE.sizes if n >= a],
+        ),
     ):
         for size, agents in fits:
             try:
                 check_fit(size, agents)
             except GenerationError as exc:
-                hint = "raise validation.min_size" if where == "validation" else "lower num_agents"
+                hint = {"validation": "raise validation.min_size", "num_agents": "lower num_agents"}.get(
+                    where, "lower training.agents"
+                )
                 problems.append(f"{where}: {exc} ({hint})")
                 break
     return problems
@@ -195,6 +208,7 @@ def plan(experiment: Experiment) -> dict[str, Any]:
         "engineer_calls": len(exp.engineer_rounds),
         "context": _context_label(exp),
         "training_instances": exp.rounds * exp.samples_per_round,
+        "training_agents": list(exp.training.agents or (exp.num_agents,)),
         "training": "skipped (scripted policy)"
         if exp.scripted
         else ("disabled" if not exp.trains else _LEARNER_LABELS[learner]),

@@ -269,9 +269,16 @@ def run_experiment(
     components: Components | None = None,
     progress: bool = False,
     redo_damaged: bool = False,
+    share_from: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Start (or resume) a run; returns the benchmark summary. See :class:`LoopRunner`."""
+    """Start (or resume) a run; returns the benchmark summary. See :class:`LoopRunner`.
+
+    ``share_from``: a new run takes the stages before the engineer is first asked from the run there
+    (:mod:`envengineer.loop.share`).
+    """
     if resume:
+        if share_from is not None:
+            raise ConfigError("--share-from starts a new run; a resumed run already has its stages")
         runner = LoopRunner.resume(
             run_dir, components=components, progress=progress, redo_damaged=redo_damaged
         )
@@ -283,7 +290,13 @@ def run_experiment(
     else:
         if experiment is None:
             raise ConfigError("a new run needs an experiment file")
+        if share_from is not None:
+            from envengineer.loop.share import check_source, share_stages
+
+            check_source(share_from, experiment)  # refused before the new run's folder is written
         runner = LoopRunner.start(experiment, run_dir, components=components, progress=progress)
+        if share_from is not None:
+            share_stages(share_from, run_dir, experiment, planned_stages(experiment))
     return runner.run()
 
 

@@ -28,6 +28,7 @@ def round_seed(base: int, purpose: str, r: int) -> int:
         "engineer": 5,
         "warm_start": 6,
         "start_validation": 7,
+        "agents": 8,
     }[purpose]
     return int(np.random.SeedSequence((base, code, r)).generate_state(1)[0] >> 1)
 
