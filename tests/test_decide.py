@@ -192,6 +192,27 @@ def test_every_step_matches_brute_force_on_tiny_boards(seed):
     assert kinds["no plan"] and kinds["wait-free"] and kinds["needs a wait"], kinds
 
 
+def test_decide_draw_hands_what_the_search_cannot_settle_to_the_integer_program(monkeypatch):
+    """With no joint search and no search budget, every draw that needs a wait goes to the integer program;
+    its verdicts are the brute force's."""
+    import envengineer.mapf.generator as generator
+
+    monkeypatch.setattr(generator, "DECIDE_JOINT_SPACE", 0)
+    monkeypatch.setattr(generator, "DECIDE_SEARCH_BUDGET", 1)
+    calls = []
+    monkeypatch.setattr(generator, "solve_ilp", lambda *a: calls.append(a) or solve_ilp(*a))
+    checked = 0
+    for grid, starts, goals in _tiny_boards(7, 40):
+        soc = oracle_soc(grid, starts, goals)
+        if soc is None or soc == sum(x or 0 for x in shortest_path_lengths(grid, starts, goals)):
+            continue  # no plan (the integer program proves none) or wait-free (settled before it)
+        sol = decide_draw(grid, starts, goals, needs_wait=True)
+        assert sol is not None and (sol.soc, sol.makespan) == (soc, oracle_makespan(grid, starts, goals))
+        check_plan(grid, starts, goals, sol)
+        checked += 1
+    assert checked >= 5 and len(calls) == checked, (checked, len(calls))
+
+
 def test_integer_program_by_hand():
     # two agents swap the ends of a corridor with a pocket in its middle: one steps into the pocket and out
     # again (4 + 2 steps), the other waits one step for it to get there (4 + 1): SoC 11, makespan 6

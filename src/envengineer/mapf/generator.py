@@ -74,6 +74,10 @@ DECIDE_BUDGET = 500_000_000
 #: no plan; larger ones by the integer program (:func:`~envengineer.mapf.solver.ilp.solve_ilp`), which
 #: settles in seconds the crowded corridors where CBS splits for hours.
 DECIDE_JOINT_SPACE = 2_000_000
+#: Work the search may spend on a larger draw before :func:`decide_draw` hands it to the integer program
+#: (a few seconds of CPU): crowded 5x5 boards that CBS settles in a second can take the program a minute
+#: to prove optimal, while the long corridors of 10x10 boards that CBS splits for hours take it seconds.
+DECIDE_SEARCH_BUDGET = 2_000_000
 #: Joint positions :func:`decide_draw` explores to prove that a draw has no plan at all before it hands the
 #: draw to the solver; a speed knob only (a draw it does not settle goes to the solver).
 REACH_BUDGET = 300_000
@@ -276,7 +280,8 @@ def decide_draw(
        (:func:`~envengineer.mapf.solver.reach.plan_exists`, cut off at :data:`REACH_BUDGET` positions);
     4. otherwise its optima are found: by the joint searches with ``node_budget`` on boards whose joint
        state space is at most :data:`DECIDE_JOINT_SPACE` (:func:`~envengineer.mapf.solver.solve_joint`;
-       finite, so they also prove that a board has no plan), by the integer program on larger ones
+       finite, so they also prove that a board has no plan); on larger ones by the solver with
+       :data:`DECIDE_SEARCH_BUDGET`, and where that is not enough by the integer program
        (:func:`~envengineer.mapf.solver.ilp.solve_ilp`).
 
     Raises:
@@ -306,7 +311,10 @@ def decide_draw(
     try:
         if joint_space(grid, starts, goals) <= DECIDE_JOINT_SPACE:
             return solve_joint(grid, starts, goals, node_budget=node_budget)
-        return solve_ilp(grid, starts, goals)
+        try:
+            return solve(grid, starts, goals, node_budget=min(node_budget, DECIDE_SEARCH_BUDGET), memo=False)
+        except SolverBudgetExceeded:
+            return solve_ilp(grid, starts, goals)
     except UnsolvableInstance:
         return None
 
