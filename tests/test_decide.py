@@ -1,5 +1,6 @@
 """How benchmark v2 decides a draw the default budget does not settle: the wait-free check, the proof that no
-plan exists, the joint search, the integer program and ``decide_draw`` that chains them, each on boards small
+plan exists, the joint search, the dense table search, the integer program and ``decide_draw`` that
+chains them, each on boards small
 enough to check by hand and against the brute-force oracle of ``test_solver``."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from envengineer.errors import InstanceFormatError, SolverBudgetExceeded, Unsolv
 from envengineer.mapf import solver as solver_module
 from envengineer.mapf.generator import decide_draw
 from envengineer.mapf.solver import Solution, shortest_path_lengths, solve_joint
+from envengineer.mapf.solver.dense import dense_space, solve_dense
 from envengineer.mapf.solver.ilp import solve_ilp
 from envengineer.mapf.solver.reach import plan_exists
 from envengineer.mapf.solver.waitfree import wait_free_paths
@@ -182,11 +184,17 @@ def test_every_step_matches_brute_force_on_tiny_boards(seed):
             kinds["no plan"] += 1
             with pytest.raises(UnsolvableInstance):  # the joint search is finite: it proves it
                 solve_joint(grid, starts, goals, node_budget=10**6)
+            with pytest.raises(UnsolvableInstance):  # so is the table's
+                solve_dense(grid, starts, goals)
             with pytest.raises(SolverBudgetExceeded):  # the integer program finds none, proves nothing
                 solve_ilp(grid, starts, goals, max_horizon=max(d) + 2)
             continue
         kinds["wait-free" if soc == sum(d) else "needs a wait"] += 1
-        for sol in (solve_joint(grid, starts, goals, node_budget=10**6), solve_ilp(grid, starts, goals)):
+        for sol in (
+            solve_joint(grid, starts, goals, node_budget=10**6),
+            solve_dense(grid, starts, goals),
+            solve_ilp(grid, starts, goals),
+        ):
             assert (sol.soc, sol.makespan, sol.shortest_sum) == (soc, makespan, sum(d)), where
             check_plan(grid, starts, goals, sol)
     assert kinds["no plan"] and kinds["wait-free"] and kinds["needs a wait"], kinds
@@ -199,6 +207,7 @@ def test_decide_draw_hands_what_the_search_cannot_settle_to_the_integer_program(
 
     monkeypatch.setattr(generator, "DECIDE_JOINT_SPACE", 0)
     monkeypatch.setattr(generator, "DECIDE_SEARCH_BUDGET", 1)
+    monkeypatch.setattr(generator, "DENSE_SPACE", 0)
     calls = []
     monkeypatch.setattr(generator, "solve_ilp", lambda *a: calls.append(a) or solve_ilp(*a))
     checked = 0
@@ -211,6 +220,58 @@ def test_decide_draw_hands_what_the_search_cannot_settle_to_the_integer_program(
         check_plan(grid, starts, goals, sol)
         checked += 1
     assert checked >= 5 and len(calls) == checked, (checked, len(calls))
+
+
+def test_decide_draw_hands_a_small_table_to_the_dense_search(monkeypatch):
+    """With no joint search and no search budget, a draw that needs a wait and whose table fits goes to the
+    dense search, not to the integer program; its verdicts are the brute force's."""
+    import envengineer.mapf.generator as generator
+
+    monkeypatch.setattr(generator, "DECIDE_JOINT_SPACE", 0)
+    monkeypatch.setattr(generator, "DECIDE_SEARCH_BUDGET", 1)
+    calls = []
+    monkeypatch.setattr(generator, "solve_dense", lambda *a: calls.append(a) or solve_dense(*a))
+    monkeypatch.setattr(generator, "solve_ilp", lambda *a: pytest.fail("the table fits: no integer program"))
+    checked = 0
+    for grid, starts, goals in _tiny_boards(7, 40):
+        soc = oracle_soc(grid, starts, goals)
+        if soc is None or soc == sum(x or 0 for x in shortest_path_lengths(grid, starts, goals)):
+            continue
+        sol = decide_draw(grid, starts, goals, needs_wait=True)
+        assert sol is not None and (sol.soc, sol.makespan) == (soc, oracle_makespan(grid, starts, goals))
+        check_plan(grid, starts, goals, sol)
+        checked += 1
+    assert checked >= 5 and len(calls) == checked, (checked, len(calls))
+
+
+def test_dense_search_by_hand():
+    # the corridor with a pocket of the integer program's test: SoC 11 (4 + 2 and 4 + 1), makespan 6
+    grid = (".....", "HH.HH", "HHHHH", "HHHHH", "HHHHH")
+    sol = solve_dense(grid, [(0, 0), (0, 4)], [(0, 4), (0, 0)])
+    assert (sol.soc, sol.makespan, sol.shortest_sum) == (11, 6, 8)
+    check_plan(grid, [(0, 0), (0, 4)], [(0, 4), (0, 0)], sol)
+    # six reachable cells each, two flags: 6 * 6 * 4 entries; too many for a smaller limit
+    assert dense_space(grid, [(0, 0), (0, 4)], [(0, 4), (0, 0)]) == 144
+    with pytest.raises(SolverBudgetExceeded, match="max_space=143"):
+        solve_dense(grid, [(0, 0), (0, 4)], [(0, 4), (0, 0)], max_space=143)
+    # an agent already home may finish at once (cost 0) but must step aside if another needs its cell
+    sol = solve_dense(OPEN3, [(1, 1), (0, 0)], [(1, 1), (0, 2)])
+    assert (sol.soc, sol.makespan) == (2, 2) and sol.paths[0] == ((1, 1),) * 3
+    # (it steps down as the other follows into its cell, and comes back behind it: 2 + 2, makespan 2)
+    notch, starts, goals = ("...", "H.H", "HHH"), [(0, 1), (0, 0)], [(0, 1), (0, 2)]
+    sol = solve_dense(notch, starts, goals)
+    assert (sol.soc, sol.makespan, sol.shortest_sum) == (4, 2, 2) == (oracle_soc(notch, starts, goals), 2, 2)
+    assert sol.paths[0] == ((0, 1), (1, 1), (0, 1))
+    check_plan(notch, starts, goals, sol)
+    # the full 2x2 board turns round its ring: a quarter turn in one step, all four agents paying 1
+    sol = solve_dense(FULL2, RING, RING[1:] + RING[:1])
+    assert (sol.soc, sol.makespan) == (4, 1)
+    with pytest.raises(UnsolvableInstance, match="no conflict-free plan"):
+        solve_dense(FULL2, RING, (RING[1], RING[0], RING[2], RING[3]))
+    with pytest.raises(UnsolvableInstance, match="agent 1"):
+        solve_dense(("..H", ".H.", "H.."), [(0, 0), (2, 2)], [(1, 0), (0, 0)])
+    with pytest.raises(InstanceFormatError, match="distinct"):
+        solve_dense(OPEN3, [(0, 0), (0, 0)], [(1, 1), (2, 2)])
 
 
 def test_integer_program_by_hand():

@@ -54,6 +54,7 @@ from envengineer.mapf.solver import (
     solve,
     solve_joint,
 )
+from envengineer.mapf.solver.dense import DENSE_SPACE, dense_space, solve_dense
 from envengineer.mapf.solver.ilp import solve_ilp
 from envengineer.mapf.solver.reach import plan_exists
 from envengineer.mapf.solver.waitfree import wait_free_paths
@@ -71,12 +72,13 @@ MAX_ATTEMPTS = 20_000
 DECIDE_BUDGET = 500_000_000
 #: Draws whose joint state space (:func:`~envengineer.mapf.solver.joint_space`) is at most this are decided
 #: by the joint searches (:func:`~envengineer.mapf.solver.solve_joint`), which also prove that a board has
-#: no plan; larger ones by the integer program (:func:`~envengineer.mapf.solver.ilp.solve_ilp`), which
-#: settles in seconds the crowded corridors where CBS splits for hours.
+#: no plan; larger ones as :func:`decide_draw` says.
 DECIDE_JOINT_SPACE = 2_000_000
-#: Work the search may spend on a larger draw before :func:`decide_draw` hands it to the integer program
-#: (a few seconds of CPU): crowded 5x5 boards that CBS settles in a second can take the program a minute
-#: to prove optimal, while the long corridors of 10x10 boards that CBS splits for hours take it seconds.
+#: Work the search may spend on a larger draw before :func:`decide_draw` hands it to the dense table or the
+#: integer program (a few seconds of CPU): crowded 5x5 boards that CBS settles in a second can take the
+#: others a minute, while the long corridors of 10x10 boards that CBS splits for hours take the program
+#: seconds, and a crowded 6x6 board that neither CBS nor the program settled in 20 minutes takes the
+#: table 43 s.
 DECIDE_SEARCH_BUDGET = 2_000_000
 #: Joint positions :func:`decide_draw` explores to prove that a draw has no plan at all before it hands the
 #: draw to the solver; a speed knob only (a draw it does not settle goes to the solver).
@@ -281,8 +283,11 @@ def decide_draw(
     4. otherwise its optima are found: by the joint searches with ``node_budget`` on boards whose joint
        state space is at most :data:`DECIDE_JOINT_SPACE` (:func:`~envengineer.mapf.solver.solve_joint`;
        finite, so they also prove that a board has no plan); on larger ones by the solver with
-       :data:`DECIDE_SEARCH_BUDGET`, and where that is not enough by the integer program
-       (:func:`~envengineer.mapf.solver.ilp.solve_ilp`).
+       :data:`DECIDE_SEARCH_BUDGET`; where that is not enough, by the search over a dense table of all
+       joint states (:func:`~envengineer.mapf.solver.dense.solve_dense`, also finite) when the table
+       holds at most :data:`~envengineer.mapf.solver.dense.DENSE_SPACE` states (few free cells: crowded
+       boards up to 6x6 with five agents), else by the integer program
+       (:func:`~envengineer.mapf.solver.ilp.solve_ilp`; the long corridors of 10x10 boards).
 
     Raises:
         SolverBudgetExceeded: Step 1 or the joint searches needed more than ``node_budget``, or the integer
@@ -314,6 +319,8 @@ def decide_draw(
         try:
             return solve(grid, starts, goals, node_budget=min(node_budget, DECIDE_SEARCH_BUDGET), memo=False)
         except SolverBudgetExceeded:
+            if dense_space(grid, starts, goals) <= DENSE_SPACE:
+                return solve_dense(grid, starts, goals)
             return solve_ilp(grid, starts, goals)
     except UnsolvableInstance:
         return None
