@@ -201,7 +201,7 @@ class EvaluationSettings(_Model):
         None, description="An instance file to use as the benchmark instead of the packaged one."
     )
     benchmark_version: Literal["v1", "v2"] = Field(  # default: mapf.benchmark.DEFAULT_VERSION
-        "v1", description="Packaged benchmark v1 or v2; its keep rule also draws the validation set."
+        "v2", description="Packaged benchmark v1 or v2; its keep rule also draws the validation set."
     )
     gpu_memory_utilization: float | None = Field(
         default=None,

@@ -59,8 +59,8 @@ VALIDATION_PER_CELL = 4
 #: SHA-256 of the packaged ``benchmark-v1.jsonl`` (also in docs/testbed.md).
 BENCHMARK_V1_SHA256 = "2cb56073dd210b729c7bee43f3a96563ac3d59611dd7d40956b62c4ad475b277"
 #: SHA-256 of the packaged ``benchmark-v2.jsonl`` and of its plans file (also in docs/testbed.md).
-BENCHMARK_V2_SHA256 = "PENDING"
-BENCHMARK_V2_PLANS_SHA256 = "PENDING"
+BENCHMARK_V2_SHA256 = "65346573ab64fa1fae710702aca580828591dc1f0abc629dfa6a2e8fbc6c136c"
+BENCHMARK_V2_PLANS_SHA256 = "e3f37f7b9395e7b64edc43cc7a2e013085c7c135c9cdc010a8c0634850e22850"
 
 
 @dataclass(frozen=True)
@@ -96,9 +96,9 @@ VERSIONS: dict[str, BenchmarkVersion] = {
         BENCHMARK_V2_PLANS_SHA256,
     ),
 }
-#: The version every loader, command and experiment uses unless told otherwise (``v2`` once its file
-#: ships; ``EvaluationSettings.benchmark_version`` has the same default).
-DEFAULT_VERSION = "v1"
+#: The version every loader, command and experiment uses unless told otherwise
+#: (``EvaluationSettings.benchmark_version`` has the same default).
+DEFAULT_VERSION = "v2"
 #: SHA-256 of the default version's file.
 BENCHMARK_SHA256 = VERSIONS[DEFAULT_VERSION].sha256
 
