@@ -21,20 +21,6 @@ from envengineer.mapf.policies import respond
 from envengineer.mapf.solver import paths_to_actions, solve
 from envengineer.mapf.validator import format_answer, validate
 
-#: The part of v2 the rebuild test builds: one (agents, size) cell per agent count, all three wait subsets
-#: each; (4, 4) and (5, 5) hold boards the solver's default budget does not settle (decided with the
-#: generous budget). About 70 s of CPU in all, measured niced on a busy machine: (3, 5) 0.4 s, (4, 4) 7 s,
-#: (5, 5) 61 s; (5, 7) took 197 s.
-REBUILT_CELLS = ((3, 5), (4, 4), (5, 5))
-
-#: Whether benchmark v2's file ships yet. Until it does, v1 is the default and the tests of v2's file skip
-#: (V2_STATUS.md in the branch, docs/testbed.md: the build command); once it ships it is the default and
-#: ``test_the_default_version_ships`` makes every skip below impossible.
-V2_SHIPPED = bm.benchmark_path("v2").exists()
-needs_v2 = pytest.mark.skipif(
-    not V2_SHIPPED, reason=f"benchmark-v2.jsonl is not built yet: {bm.build_command('v2', 'FILE')}"
-)
-
 
 @pytest.fixture(scope="module")
 def bench():
@@ -55,7 +41,7 @@ def test_the_default_version_ships():
     assert bm.benchmark_path().exists() and bm.benchmark_path() == bm.benchmark_path(bm.DEFAULT_VERSION)
     assert bm.BENCHMARK_SHA256 == bm.VERSIONS[bm.DEFAULT_VERSION].sha256
     assert Experiment.model_validate({"name": "x"}).evaluation.benchmark_version == bm.DEFAULT_VERSION
-    assert bm.DEFAULT_VERSION == ("v2" if V2_SHIPPED else "v1")
+    assert bm.DEFAULT_VERSION == "v2"
 
 
 def test_v1_loads_by_name_and_keeps_its_hash(bench_v1):
@@ -65,7 +51,6 @@ def test_v1_loads_by_name_and_keeps_its_hash(bench_v1):
     assert bm.benchmark_name("benchmark-v2") == "v2" and bm.benchmark_name("benchmark.jsonl") is None
 
 
-@needs_v2
 def test_v2_file_and_plans_have_the_documented_hashes(bench_v1, bench_v2):
     assert bm.sha256_file(bm.benchmark_path("v2")) == bm.BENCHMARK_V2_SHA256
     assert bm.sha256_file(bm.plans_path("v2")) == bm.BENCHMARK_V2_PLANS_SHA256
@@ -91,7 +76,7 @@ def test_an_unknown_version_is_a_clear_error():
     assert exp.evaluation.benchmark_version == "v2"
 
 
-@pytest.mark.parametrize("version", ["v1", pytest.param("v2", marks=needs_v2)])
+@pytest.mark.parametrize("version", ["v1", "v2"])
 def test_shape(version, request):
     instances = request.getfixturevalue(f"bench_{version}")
     assert len(instances) == 3150
@@ -107,7 +92,6 @@ def test_shape(version, request):
     assert len({i.id for i in instances}) == 3150
 
 
-@needs_v2
 def test_shipped_plans_are_valid_optimal_and_for_v2_boards(bench_v2):
     by_hash = {i.board_hash(): i for i in bench_v2}
     rows = [json.loads(line) for line in bm.plans_path("v2").read_text().splitlines()]
@@ -119,7 +103,6 @@ def test_shipped_plans_are_valid_optimal_and_for_v2_boards(bench_v2):
         assert verdict.valid and verdict.soc == inst.optimal_soc, inst.id
 
 
-@needs_v2
 def test_the_first_shipped_board_is_beyond_the_default_budget(bench_v2):
     """Why plans ship at all: the solver does not settle these boards within its default budget."""
     row = json.loads(bm.plans_path("v2").read_text().splitlines()[0])
@@ -203,24 +186,16 @@ def test_a_one_agent_validation_set_has_no_waits():
 
 
 @pytest.mark.slow
-@needs_v2
-def test_rebuild_of_a_stratified_part_is_byte_identical(tmp_path, bench_v2):
-    """The cells of :data:`REBUILT_CELLS` (one per agent count, all three wait subsets: 450 instances), built
-    alone, equal their lines of the shipped v2 file byte for byte. A cell is built exactly as in the whole
-    (it shares nothing with the other cells), so this checks the build's rule and the decisions beyond the
-    default budget; the whole build takes hours of CPU (docs/testbed.md). The plans are checked for being
-    valid and optimal, not byte for byte: which boards need one, and which of their optima the solver
-    returns, may change with the solver without changing the benchmark."""
+def test_rebuild_is_byte_identical(tmp_path):
+    """The whole v2 build, in two worker processes (about 340 s of CPU: 3 to 4 minutes on 2 cores), equals
+    the shipped file byte for byte. The plans are checked for being valid and optimal, not byte for byte:
+    which boards need one, and which of their optima the solver returns, may change with the solver without
+    changing the benchmark."""
     plans: dict = {}
-    built = []
-    for k, n in REBUILT_CELLS:
-        built += bm.build_benchmark(version="v2", agents=(k,), min_size=n, max_size=n, workers=1, plans=plans)
-    assert plans, "the part holds boards beyond the default budget"
-    shipped = [i for i in bench_v2 if (i.num_agents, i.size) in REBUILT_CELLS]
-    text = bm.benchmark_path("v2").read_text().splitlines()
-    lines = {i.id: line for i, line in zip(bench_v2, text, strict=True)}
-    path = save_instances(built, tmp_path / "part.jsonl")
-    assert path.read_text().splitlines() == [lines[i.id] for i in shipped]
+    built = bm.build_benchmark(version="v2", workers=2, plans=plans)
+    path = save_instances(built, tmp_path / "benchmark-v2.jsonl")
+    assert bm.sha256_file(path) == bm.BENCHMARK_V2_SHA256
+    assert plans, "the build holds boards beyond the default budget"
     for inst in built:
         if inst.id in plans:
             verdict = validate(inst, format_answer(paths_to_actions(plans[inst.id])))
