@@ -7,6 +7,8 @@ and continues it for ``--minutes`` with one learner:
   answers from their first mistake on, learn);
 * ``sft``: the supervised control, more of the solver's plans on fresh boards through ``sft()`` at the same
   learning rate, minutes and batch size;
+* ``grpo``: guided GRPO as shipped (``grpo-small``, its own rate) on the same fresh boards, sized in steps
+  (``--max-steps``; its trainer takes no wall-time stop);
 * ``none``: no training (the checkpoint's own figures, measured the same way).
 
 Then it answers the held-out sets of ``bench_warm_start.py`` greedily (one, two and three agents, sizes 3-8)
@@ -19,6 +21,7 @@ Usage::
 
     python benchmarks/bench_teach.py --model W/sft/checkpoint --learner teach --minutes 5 --json t.json
     python benchmarks/bench_teach.py --model W/sft/checkpoint --learner sft --minutes 5 --json s.json
+    python benchmarks/bench_teach.py --model W/sft/checkpoint --learner grpo --max-steps 46 --json g.json
     python benchmarks/bench_teach.py table none.json t0.json t1.json t2.json   # paired gains over seeds
 """
 
@@ -57,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sizes", default="3,4,5,6,7,8", help="sizes of the training boards")
     p.add_argument("--samples", type=int, default=24000, help="training boards generated (cycled if used up)")
     p.add_argument("--seed", type=int, default=0, help="seed of the training boards and of the learner")
-    p.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (both learners)")
+    p.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (teach, sft; not grpo)")
     p.add_argument(
         "--max-steps",
         type=int,
