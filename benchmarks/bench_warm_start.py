@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
 
     class Budget(TrainerCallback):
-        """Stop when ``--minutes`` of training time are spent; count the tokens."""
+        """Stop when ``--minutes`` of training time are spent or at ``--stop-at-step``; count the tokens."""
 
         def __init__(self) -> None:
             self.start = 0.0
@@ -275,9 +275,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def on_step_end(self, targs, state, control, **kw):
             self.tokens = int(state.num_input_tokens_seen or 0)
-            if time.perf_counter() - self.start >= args.minutes * 60:
-                control.should_training_stop = True
-            if args.stop_at_step and state.global_step >= args.stop_at_step:
+            out_of_time = time.perf_counter() - self.start >= args.minutes * 60
+            if out_of_time or 0 < args.stop_at_step <= state.global_step:
                 control.should_training_stop = True
 
     budget = Budget()
