@@ -7,6 +7,8 @@ and continues it for ``--minutes`` with one learner:
   answers from their first mistake on, learn);
 * ``sft``: the supervised control, more of the solver's plans on fresh boards through ``sft()`` at the same
   learning rate, minutes and batch size;
+* ``grpo``: guided GRPO as shipped (``grpo-small``, its own rate) on the same fresh boards, sized in steps
+  (``--max-steps``; its trainer takes no wall-time stop);
 * ``none``: no training (the checkpoint's own figures, measured the same way).
 
 Then it answers the held-out sets of ``bench_warm_start.py`` greedily (one, two and three agents, sizes 3-8)
@@ -19,6 +21,7 @@ Usage::
 
     python benchmarks/bench_teach.py --model W/sft/checkpoint --learner teach --minutes 5 --json t.json
     python benchmarks/bench_teach.py --model W/sft/checkpoint --learner sft --minutes 5 --json s.json
+    python benchmarks/bench_teach.py --model W/sft/checkpoint --learner grpo --max-steps 46 --json g.json
     python benchmarks/bench_teach.py table none.json t0.json t1.json t2.json   # paired gains over seeds
 """
 
@@ -51,13 +54,13 @@ CONFLICTS = ("vertex_conflict", "swap_conflict")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="the warm-started checkpoint to continue")
-    p.add_argument("--learner", choices=("teach", "sft", "none"), default="teach")
+    p.add_argument("--learner", choices=("teach", "sft", "grpo", "none"), default="teach")
     p.add_argument("--minutes", type=float, default=5.0, help="training wall time")
     p.add_argument("--agents", default="1,2,3", help="agent counts of the training boards")
     p.add_argument("--sizes", default="3,4,5,6,7,8", help="sizes of the training boards")
     p.add_argument("--samples", type=int, default=24000, help="training boards generated (cycled if used up)")
     p.add_argument("--seed", type=int, default=0, help="seed of the training boards and of the learner")
-    p.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (both learners)")
+    p.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (teach, sft; not grpo)")
     p.add_argument(
         "--max-steps",
         type=int,
@@ -124,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     elif args.learner == "sft":
         checkpoint, record["train"] = supervised(args, checkpoint, train, out)
+    elif args.learner == "grpo":
+        checkpoint, record["train"] = guided_grpo(args, checkpoint, train, out)
     record["sets"] = {}
     for k, instances in sets.items():
         t1 = time.perf_counter()
@@ -170,6 +175,24 @@ def supervised(args: argparse.Namespace, model: str, train: list[Instance], out:
     )
     print(f"# sft: {result.steps} steps in {result.seconds / 60:.1f} min", flush=True)
     return str(result.checkpoint), {"steps": result.steps, "seconds": result.seconds}
+
+
+def guided_grpo(args: argparse.Namespace, model: str, train: list[Instance], out: Path) -> tuple[str, dict]:
+    """Guided GRPO as shipped (``grpo-small``: its own rate, 8 boards x 8 samples a step, the solver's plan
+    in every group without an optimal sample) on the same fresh boards, one a prompt. GRPO's trainer takes
+    no wall-time stop here, so the run is sized in steps: ``--max-steps``, else the steps ``--minutes``
+    allow on 2 idle cores (6.5 s a step, measured); its seconds are recorded beside them."""
+    from bench_grpo import per_step, variant_preset
+    from envengineer.training.grpo import train_round
+
+    steps = args.max_steps or int(60 * args.minutes / 6.5)
+    preset = variant_preset("preset", steps, args.max_new_tokens)
+    preset["probe"] = {**preset["probe"], "every": 0}  # no probe: the held-out sets below measure it
+    prompts = train[: steps * per_step(preset)]
+    result = train_round(model, prompts, out_dir=out / "grpo", preset=preset, seed=args.seed, max_steps=steps)
+    seconds = result.metrics["timing"].get("train_s") or result.seconds
+    print(f"# grpo: {result.steps} steps in {seconds / 60:.1f} min", flush=True)
+    return str(result.checkpoint), {"steps": result.steps, "seconds": seconds}
 
 
 def describe(instances: list[Instance], texts: list[str]) -> dict[str, Any]:

@@ -67,6 +67,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=4000, help="optimizer steps: the schedule's length")
     p.add_argument("--minutes", type=float, default=15.0, help="stop training after this much time")
     p.add_argument(
+        "--stop-at-step",
+        type=int,
+        default=0,
+        help="stop after this many steps, the schedule still --steps long: a run as long as one that "
+        "--minutes stopped there (its record's steps), whatever the machine's load; with another --threads "
+        "the sums round otherwise, so the weights differ (0: no such stop)",
+    )
+    p.add_argument(
         "--sampling",
         default=None,
         choices=["random", "group_by_length"],
@@ -256,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
 
     class Budget(TrainerCallback):
-        """Stop when ``--minutes`` of training time are spent; count the tokens."""
+        """Stop when ``--minutes`` of training time are spent or at ``--stop-at-step``; count the tokens."""
 
         def __init__(self) -> None:
             self.start = 0.0
@@ -267,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def on_step_end(self, targs, state, control, **kw):
             self.tokens = int(state.num_input_tokens_seen or 0)
-            if time.perf_counter() - self.start >= args.minutes * 60:
+            out_of_time = time.perf_counter() - self.start >= args.minutes * 60
+            if out_of_time or 0 < args.stop_at_step <= state.global_step:
                 control.should_training_stop = True
 
     budget = Budget()

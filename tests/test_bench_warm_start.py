@@ -1,9 +1,10 @@
-"""``benchmarks/bench_warm_start.py``: the training boards' hole ratios (``--holes``)."""
+"""``benchmarks/bench_warm_start.py``: the training boards' hole ratios (``--holes``), ``--stop-at-step``."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -69,3 +70,15 @@ def test_training_boards_mix_agent_counts_in_equal_shares() -> None:
     assert Counter(b.num_agents for b in boards) == {1: 10, 2: 10, 3: 10}
     # shuffled together: the first ten are not all one count
     assert len({b.num_agents for b in boards[:10]}) > 1
+
+
+def test_stop_at_step_ends_training_there_with_the_longer_schedule(tmp_path) -> None:
+    """``--stop-at-step 2`` stops a 10-step schedule after its second step, whatever ``--minutes`` allows."""
+    pytest.importorskip("envengineer.training.sft")
+    record = tmp_path / "record.json"
+    argv = ["--agents", "1", "--sizes", "3", "--samples", "64", "--steps", "10", "--minutes", "60"]
+    argv += ["--per-cell", "1", "--eval-agents", "1", "--max-completion-length", "64"]
+    argv += ["--stop-at-step", "2", "--out", str(tmp_path / "w"), "--json", str(record)]
+    assert bench.main(argv) == 0
+    rec = json.loads(record.read_text())
+    assert rec["steps"] == 2 and rec["args"]["steps"] == "10"
