@@ -68,7 +68,9 @@ SPLITS: dict[str, int] = {"train": 0, "validation": 1, "benchmark": 2, "custom":
 MAX_ATTEMPTS = 20_000
 
 #: Work limit with which the v2 benchmark and validation sets decide every draw the default budget does
-#: not settle (``decide``), in the solver's budget units (:func:`decide_draw`). PLACEHOLDER
+#: not settle (``decide``), in the solver's budget units (:func:`decide_draw`). Not part of the benchmark's
+#: definition: a larger budget changes no verdict a smaller one reached, it only lets more draws be decided
+#: (v2's build never comes near it: its slowest draw takes 43 s).
 DECIDE_BUDGET = 500_000_000
 #: Draws whose joint state space (:func:`~envengineer.mapf.solver.joint_space`) is at most this are decided
 #: by the joint searches (:func:`~envengineer.mapf.solver.solve_joint`), which also prove that a board has
