@@ -70,7 +70,7 @@ MAX_ATTEMPTS = 20_000
 #: Work limit with which the v2 benchmark and validation sets decide every draw the default budget does
 #: not settle (``decide``), in the solver's budget units (:func:`decide_draw`). Not part of the benchmark's
 #: definition: a larger budget changes no verdict a smaller one reached, it only lets more draws be decided
-#: (v2's build never comes near it: its slowest draw takes 43 s).
+#: (v2's build never comes near it: its slowest draw takes under a minute).
 DECIDE_BUDGET = 500_000_000
 #: Draws whose joint state space (:func:`~envengineer.mapf.solver.joint_space`) is at most this are decided
 #: by the joint searches (:func:`~envengineer.mapf.solver.solve_joint`), which also prove that a board has
