@@ -180,7 +180,7 @@ def _default_out(args: argparse.Namespace) -> Path:
 
 def answer_budget(args: argparse.Namespace) -> int:
     """``--max-new-tokens``, else 512, or for a small policy the answer budget of ``sft-small`` (its
-    scratchpad answers run to 569 tokens for 5 agents on 10x10, past 512)."""
+    scratchpad answers run to 625 tokens for 5 agents on 10x10 on benchmark v2, past 512)."""
     from envengineer.models.small_policy import is_small_policy
 
     if args.max_new_tokens is not None:

@@ -31,7 +31,7 @@ def optimal_paths(instance: Instance) -> tuple[tuple[Cell, ...], ...]:
     The solver's within its default budget; for a benchmark board beyond that budget the plan shipped
     with the benchmark (:func:`~envengineer.mapf.benchmark.shipped_plan`); for any other board beyond it
     the decision the v2 benchmark build makes (:func:`~envengineer.mapf.generator.decide_draw`, which may
-    take minutes on the hardest crowded boards).
+    take up to a minute on the hardest crowded boards).
 
     Raises:
         UnsolvableInstance: The board has no plan.
