@@ -38,6 +38,9 @@ Modules
 budget, the integer-cell problem, per-agent constraints, the single-agent A* and decision diagrams;
 ``joint`` the joint (coupled-group) A* and the joint makespan search; ``cbs`` Conflict-Based Search with
 its symmetry reasoning. This package holds the entry points :func:`solve` and :func:`solve_instance`.
+``waitfree``, ``reach``, ``dense`` and ``ilp`` decide, whatever the cost, the draws of benchmark v2 that
+the default budget does not settle (:func:`~envengineer.mapf.generator.decide_draw`); ``teacher`` finds the
+best continuation of a partial answer.
 """
 
 from __future__ import annotations
