@@ -292,8 +292,9 @@ def decide_draw(
        (:func:`~envengineer.mapf.solver.ilp.solve_ilp`; the long corridors of 10x10 boards).
 
     Raises:
-        SolverBudgetExceeded: Step 1 or the joint searches needed more than ``node_budget``, or the integer
-            program found no plan within its horizons (on a board step 3 could not prove plan-less).
+        SolverBudgetExceeded: Step 1 or the joint searches needed more than ``node_budget``, the dense
+            table met a sum of costs above 254 (its one-byte costs), or the integer program found no plan
+            within its horizons (on a board step 3 could not prove plan-less).
 
     >>> sol = decide_draw(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)], needs_wait=True)
     >>> sol.soc, sol.makespan, sol.shortest_sum
