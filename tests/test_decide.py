@@ -296,6 +296,8 @@ def test_integer_program_by_hand():
     assert solve_ilp(OPEN3, [(0, 0)], [(0, 0)]).paths == (((0, 0),),)
     with pytest.raises(UnsolvableInstance, match="agent 1"):
         solve_ilp(("..H", ".H.", "H.."), [(0, 0), (2, 2)], [(1, 0), (0, 0)])
+    with pytest.raises(InstanceFormatError, match="distinct"):
+        solve_ilp(OPEN3, [(0, 0), (0, 0)], [(1, 1), (2, 2)])
     # two agents that can never pass each other: no plan within any horizon tried, and no verdict
     with pytest.raises(SolverBudgetExceeded, match="undecided"):
         solve_ilp(("....", "HHHH", "HHHH", "HHHH"), [(0, 0), (0, 3)], [(0, 3), (0, 0)], max_horizon=8)

@@ -57,8 +57,7 @@ from envengineer.mapf.instance import Cell, Instance
 from envengineer.mapf.solver.cbs import CBS_NODE_COST, MERGE_SPACE, _cbs, _Merge, _Node
 from envengineer.mapf.solver.grid import (
     _INF,
-    _check_cell,
-    _check_grid,
+    _check_board,
     distance_map,
     paths_to_actions,
     shortest_path_lengths,
@@ -229,16 +228,7 @@ def _checked(
 ) -> tuple[int, list[int], list[int]]:
     """The board's side and the starts and goals as integer cells, after every check :func:`solve` makes."""
     check_limits(len(grid), len(starts))
-    n = _check_grid(grid)
-    if len(starts) != len(goals) or not starts:
-        raise InstanceFormatError(f"{len(starts)} starts but {len(goals)} goals; give one of each per agent")
-    s_ids = [_check_cell(grid, s, f"agent {i}'s start") for i, s in enumerate(starts)]
-    g_ids = [_check_cell(grid, g, f"agent {i}'s goal") for i, g in enumerate(goals)]
-    if len(set(s_ids)) != len(s_ids) or len(set(g_ids)) != len(g_ids):
-        raise InstanceFormatError(
-            "two agents share a start or a goal cell; starts and goals must be distinct"
-        )
-    return n, s_ids, g_ids
+    return _check_board(grid, starts, goals)
 
 
 def remember(inst: Instance, solution: Solution, *, node_budget: int = DEFAULT_NODE_BUDGET) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from envengineer.errors import InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
+from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.instance import Cell
 from envengineer.mapf.solver import Solution
 from envengineer.mapf.solver.grid import _INF
@@ -101,10 +101,6 @@ class _Table:
 
     def __init__(self, board: _Board) -> None:
         self.k = k = len(board.starts)
-        if len(set(board.starts)) < k or len(set(board.goals)) < k:
-            raise InstanceFormatError(
-                "two agents share a start or a goal cell; starts and goals must be distinct"
-            )
         self.cells: list[np.ndarray] = []  # per agent: its local cell -> the board's cell
         self.moves: list[np.ndarray] = []  # per agent: local cell -> the local cells one action reaches
         self.h: list[np.ndarray] = []  # per agent: local cell -> distance to its goal
@@ -121,7 +117,7 @@ class _Table:
             self.h.append(np.array([board.to_goal[i][c] for c in region], np.int64))
             start.append(local[board.starts[i]])
             goal.append(local[board.goals[i]])
-        sizes = [len(c) for c in self.cells]
+        self.sizes = sizes = [len(c) for c in self.cells]
         self.strides = np.cumprod([1, *sizes[:-1]]).astype(np.int64)
         self.positions = int(np.prod(sizes, dtype=object))
         self.space = self.positions << k
@@ -131,8 +127,7 @@ class _Table:
 
     def locals(self, pos: np.ndarray) -> np.ndarray:
         """Each agent's local cell in the positions ``pos`` (rows)."""
-        sizes = [len(c) for c in self.cells]
-        return np.stack([(pos // s) % r for s, r in zip(self.strides, sizes, strict=True)], axis=1)
+        return np.stack([(pos // s) % r for s, r in zip(self.strides, self.sizes, strict=True)], axis=1)
 
     def steps(self, locs: np.ndarray, flags: int) -> tuple[np.ndarray, np.ndarray]:
         """Every joint step from the positions ``locs`` (rows of local cells) with the finished agents

@@ -35,6 +35,23 @@ def _check_cell(grid: Sequence[str], cell: Cell, what: str) -> int:
     return r * n + c
 
 
+def _check_board(
+    grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell]
+) -> tuple[int, list[int], list[int]]:
+    """The board's side and the starts and goals as integer cells, once the grid is a square of frozen
+    cells and holes, every agent has one start and one goal on frozen cells, and no two share either."""
+    n = _check_grid(grid)
+    if len(starts) != len(goals) or not starts:
+        raise InstanceFormatError(f"{len(starts)} starts but {len(goals)} goals; give one of each per agent")
+    s_ids = [_check_cell(grid, s, f"agent {i}'s start") for i, s in enumerate(starts)]
+    g_ids = [_check_cell(grid, g, f"agent {i}'s goal") for i, g in enumerate(goals)]
+    if len(set(s_ids)) < len(s_ids) or len(set(g_ids)) < len(g_ids):
+        raise InstanceFormatError(
+            "two agents share a start or a goal cell; starts and goals must be distinct"
+        )
+    return n, s_ids, g_ids
+
+
 def _neighbours(grid: Sequence[str]) -> list[tuple[int, ...]]:
     """For every cell, the cells one action reaches: itself (``WAIT``) first, then the four moves."""
     n = len(grid)

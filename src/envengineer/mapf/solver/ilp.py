@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from envengineer.errors import InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
+from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.instance import Cell
 from envengineer.mapf.solver import Solution
-from envengineer.mapf.solver.grid import _INF, _bfs, _check_cell, _check_grid, _neighbours
+from envengineer.mapf.solver.grid import _INF, _bfs, _check_board, _neighbours
 
 #: How far past the longest shortest path :func:`solve_ilp` looks for a first plan by default.
 HORIZON_SLACK = 60
@@ -107,13 +107,7 @@ class _Board:
     """A board's cells as integers, their neighbours, and every agent's distances from start and goal."""
 
     def __init__(self, grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell]) -> None:
-        self.n = _check_grid(grid)
-        if len(starts) != len(goals) or not starts:
-            raise InstanceFormatError(
-                f"{len(starts)} starts but {len(goals)} goals; give one of each per agent"
-            )
-        self.starts = [_check_cell(grid, s, f"agent {i}'s start") for i, s in enumerate(starts)]
-        self.goals = [_check_cell(grid, g, f"agent {i}'s goal") for i, g in enumerate(goals)]
+        self.n, self.starts, self.goals = _check_board(grid, starts, goals)
         self.nbrs = _neighbours(grid)
         self.from_start = [_bfs(self.nbrs, s) for s in self.starts]
         self.to_goal = [_bfs(self.nbrs, g) for g in self.goals]

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envengineer.errors import InstanceFormatError, SolverBudgetExceeded
+from envengineer.errors import SolverBudgetExceeded
 from envengineer.mapf.instance import Cell
-from envengineer.mapf.solver.grid import _INF, _bfs, _check_cell, _check_grid, _neighbours
+from envengineer.mapf.solver.grid import _INF, _bfs, _check_board, _neighbours
 
 
 def plan_exists(
@@ -41,15 +41,8 @@ def plan_exists(
     >>> plan_exists(["...", "HHH", "HHH"], [(0, 0), (0, 2)], [(0, 2), (0, 0)], node_budget=1000)
     False
     """
-    _check_grid(grid)
-    if len(starts) != len(goals) or not starts:
-        raise InstanceFormatError(f"{len(starts)} starts but {len(goals)} goals; give one of each per agent")
-    s_ids = tuple(_check_cell(grid, s, f"agent {i}'s start") for i, s in enumerate(starts))
-    g_ids = tuple(_check_cell(grid, g, f"agent {i}'s goal") for i, g in enumerate(goals))
-    if len(set(s_ids)) < len(s_ids) or len(set(g_ids)) < len(g_ids):
-        raise InstanceFormatError(
-            "two agents share a start or a goal cell; starts and goals must be distinct"
-        )
+    _, s_cells, g_cells = _check_board(grid, starts, goals)
+    s_ids, g_ids = tuple(s_cells), tuple(g_cells)  # joint positions are tuples: kept in the sets below
     nbrs = _neighbours(grid)
     if any(_bfs(nbrs, g)[s] >= _INF for s, g in zip(s_ids, g_ids, strict=True)):
         return False

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from envengineer.errors import InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
+from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.instance import Cell
-from envengineer.mapf.solver.grid import _INF, _bfs, _check_cell, _check_grid, _neighbours
+from envengineer.mapf.solver.grid import _INF, _bfs, _check_board, _neighbours
 
 
 def wait_free_paths(
@@ -45,15 +45,7 @@ def wait_free_paths(
     >>> wait_free_paths(["...", "...", "..."], [(1, 0), (1, 1)], [(1, 1), (1, 2)], node_budget=1000)
     (((1, 0), (1, 1)), ((1, 1), (1, 2)))
     """
-    n = _check_grid(grid)
-    if len(starts) != len(goals) or not starts:
-        raise InstanceFormatError(f"{len(starts)} starts but {len(goals)} goals; give one of each per agent")
-    s_ids = [_check_cell(grid, s, f"agent {i}'s start") for i, s in enumerate(starts)]
-    g_ids = [_check_cell(grid, g, f"agent {i}'s goal") for i, g in enumerate(goals)]
-    if len(set(s_ids)) < len(s_ids) or len(set(g_ids)) < len(g_ids):
-        raise InstanceFormatError(
-            "two agents share a start or a goal cell; starts and goals must be distinct"
-        )
+    n, s_ids, g_ids = _check_board(grid, starts, goals)
     nbrs = _neighbours(grid)
     to_goal = [_bfs(nbrs, g) for g in g_ids]
     dist = [h[s] for h, s in zip(to_goal, s_ids, strict=True)]
