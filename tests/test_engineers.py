@@ -296,6 +296,26 @@ def test_threshold_curriculum_moves_in_the_right_direction() -> None:
     assert d3.details["sizes"]["5"]["move"] == "down (at the end of the ladder)"
 
 
+def test_threshold_failures_weighting_sends_data_where_the_policy_fails() -> None:
+    start = RoundConfig.model_validate(
+        {"num_samples": 32, "sizes": {str(n): knobs(0.25, 0.2, 0.4) for n in SPACE.sizes}}
+    )
+    cur = ThresholdCurriculum(weighting="failures", momentum=0.0)
+    d = cur.propose(request(1, start, {3: 90.0, 4: 40.0, 5: 5.0}))  # 6x6 not validated: p = 0.5
+    # by hand: floor + (1 - p) = 0.15, 0.65, 1.0, 0.55 over their sum 2.35
+    assert {n: s.data_ratio for n, s in d.config.sizes.items()} == {3: 0.064, 4: 0.277, 5: 0.426, 6: 0.234}
+    assert [d.details["sizes"][k]["weight"] for k in ("3", "4", "5", "6")] == [0.15, 0.65, 1.0, 0.55]
+    assert d.details["weighting"] == "failures"
+    # the ladder moves as with the frontier weights; only the data differs
+    frontier = ThresholdCurriculum(momentum=0.0).propose(request(1, start, {3: 90.0, 4: 40.0, 5: 5.0}))
+    assert {n: (s.hole_ratio, s.wait_ratio) for n, s in d.config.sizes.items()} == {
+        n: (s.hole_ratio, s.wait_ratio) for n, s in frontier.config.sizes.items()
+    }
+    assert frontier.config.sizes[5].data_ratio < frontier.config.sizes[4].data_ratio  # 4p(1-p): 0.24 < 1.01
+    with pytest.raises(ConfigError, match="weighting"):
+        ThresholdCurriculum(weighting="loss")  # type: ignore[arg-type]
+
+
 def test_threshold_options_are_checked() -> None:
     assert ThresholdCurriculum.from_options({"upper": 0.8, "levels": [[0, 0], [0.2, 0.5]]}).levels == (
         (0.0, 0.0),

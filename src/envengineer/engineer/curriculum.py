@@ -10,7 +10,11 @@ A classic learning-progress curriculum over the same knobs the LLM engineers con
 * **Data.** Data shifts toward the frontier: a size's target weight is ``floor + 4 p (1 - p)`` (p the
   success rate as a fraction; largest at p = 0.5, where learning progress is fastest; an unvalidated size
   counts as p = 0.5); the new data ratio is ``momentum * previous + (1 - momentum) * target`` (both
-  normalised), so the distribution moves gradually.
+  normalised), so the distribution moves gradually. With ``weighting="failures"`` the target weight is
+  ``floor + (1 - p)`` instead: a supervised learner (``training.learner: sft``) learns from the solver's
+  plan of every board, whether the policy solves it or not, so its data goes where the policy still
+  fails rather than where a sampled group would vary (p (1 - p) gives a size the policy never solves no
+  weight at all, though its plans are the ones it has most to learn from).
 
 Success rates are pooled over the validation set's agent counts (weighted by instance counts).
 
@@ -58,6 +62,8 @@ class ThresholdCurriculum:
         floor: Minimum target weight of a size, so no size drops out of training.
         momentum: Share of the previous data ratios kept (0: jump to the target).
         metric: ``valid`` or ``optimal`` success rate.
+        weighting: ``frontier`` (target weight ``floor + 4 p (1 - p)``) or ``failures``
+            (``floor + (1 - p)``, for a supervised learner).
         name: The engineer's name in records.
 
     >>> from envengineer.mapf.config import RoundConfig
@@ -76,6 +82,7 @@ class ThresholdCurriculum:
     floor: float = 0.05
     momentum: float = 0.5
     metric: Literal["valid", "optimal"] = "valid"
+    weighting: Literal["frontier", "failures"] = "frontier"
     name: str = "threshold"
 
     baseline = "threshold"  # the kind in records (a class attribute, not an option)
@@ -111,6 +118,8 @@ class ThresholdCurriculum:
             raise ConfigError(f"momentum must be in [0, 1), got {self.momentum}")
         if self.metric not in ("valid", "optimal"):
             raise ConfigError(f"metric must be 'valid' or 'optimal', got {self.metric!r}")
+        if self.weighting not in ("frontier", "failures"):
+            raise ConfigError(f"weighting must be 'frontier' or 'failures', got {self.weighting!r}")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], *, name: str | None = None) -> ThresholdCurriculum:
@@ -170,7 +179,7 @@ class ThresholdCurriculum:
             if new == level and move in ("up", "down"):
                 move += " (at the end of the ladder)"
             p = 0.5 if rate is None else rate
-            weights[n] = self.floor + 4.0 * p * (1.0 - p)
+            weights[n] = self.floor + (1.0 - p if self.weighting == "failures" else 4.0 * p * (1.0 - p))
             h, w = self.levels[new]
             knobs[n] = (min(h, space.hole_ratio_max), w)
             moves[str(n)] = {
@@ -221,6 +230,7 @@ class ThresholdCurriculum:
                 "lower": self.lower,
                 "step": self.step,
                 "metric": self.metric,
+                "weighting": self.weighting,
                 "floor": self.floor,
                 "momentum": self.momentum,
                 "levels": [list(lv) for lv in self.levels],
