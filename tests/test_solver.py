@@ -24,6 +24,9 @@ from envengineer.mapf.solver import (
     solve_instance,
 )
 from envengineer.mapf.solver import cbs as solver_cbs
+from envengineer.mapf.solver.cbs import _mdds_compatible
+from envengineer.mapf.solver.joint import _pair_makespan
+from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _mdd, _Problem
 
 OPEN3 = ("...", "...", "...")
 
@@ -295,6 +298,53 @@ def test_five_agents_on_an_open_board():
     sol = solve(grid, starts, goals)
     check_plan(grid, starts, goals, sol)
     assert sol.shortest_sum == 42 and sol.soc >= 42
+
+
+# -- makespan: the pairs' bound and the horizon search's pruning ---------------------------------------
+def _problem(grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell]) -> _Problem:
+    n = len(grid)
+    return _Problem(grid, [r * n + c for r, c in starts], [r * n + c for r, c in goals])
+
+
+def test_a_pair_that_must_swap_bounds_the_makespan():
+    # SPEC §2.3's swap: each agent alone needs 2 steps, the two together 4; the third agent is free
+    prob = _problem(OPEN3, [(0, 0), (0, 2), (2, 0)], [(0, 2), (0, 0), (2, 1)])
+    assert _pair_makespan(prob, 0, 1, _Budget(10_000), 100) == 4
+    assert _pair_makespan(prob, 0, 2, _Budget(10_000), 100) == 2
+    assert _pair_makespan(prob, 0, 1, _Budget(10_000), 3) == 3  # "3 or more"
+
+
+def test_diagrams_that_hold_no_conflict_free_pair_of_paths():
+    budget = _Budget(10_000)
+    # a corridor of three cells: the two can never pass each other
+    line = _problem(("...", "HHH", "HHH"), [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    assert not _mdds_compatible(line, (0, 1), _mdd(line, 0, _NO_CONS, 2), _mdd(line, 1, _NO_CONS, 2), budget)
+    # on the open board the swap fits in 4 steps, not in 3 (the optimal makespan is 4)
+    prob = _problem(OPEN3, [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    for depth, fits in ((3, False), (4, True)):
+        m0, m1 = _mdd(prob, 0, _NO_CONS, depth), _mdd(prob, 1, _NO_CONS, depth)
+        assert _mdds_compatible(prob, (0, 1), m0, m1, budget) is fits
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_pair_makespan_against_brute_force(seed):
+    """Two agents: the pair's makespan is the board's; three: every pair's is a lower bound of it."""
+    rng = np.random.default_rng(np.random.SeedSequence((2027, seed)))
+    checked = 0
+    for _ in range(60):
+        n = int(rng.integers(3, 5))
+        k = int(rng.integers(2, 4))
+        grid, starts, goals = random_board(rng, n, k)
+        want = oracle_makespan(grid, starts, goals)
+        if want is None:
+            continue
+        prob = _problem(grid, starts, goals)
+        bounds = [
+            _pair_makespan(prob, a, b, _Budget(10**6), 10**6) for a, b in itertools.combinations(range(k), 2)
+        ]
+        assert max(bounds) == want if k == 2 else max(bounds) <= want, (grid, starts, goals)
+        checked += 1
+    assert checked > 30
 
 
 # -- failures -----------------------------------------------------------------------------------------

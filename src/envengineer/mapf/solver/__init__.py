@@ -20,11 +20,14 @@ Algorithms
   flags, guided by each member's exact cost-to-go under its own constraints), and the search restarts.
   The joint search is finite, so it also proves that a crowded board has no plan at all (e.g. two agents
   that must swap in a dead-end corridor). Boards whose joint state space is tiny skip CBS altogether.
-* **Makespan** — the lower bound is the longest individual shortest path and the upper bound the makespan
-  of the SoC-optimal plan. On small boards a joint A* over positions finds the first time all agents
-  stand on their goals; otherwise every horizon ``T`` in between is decided, in increasing order, by a
-  feasibility CBS whose low level must arrive by ``T`` (a finite search, so it proves infeasibility).
-  A conflict at which both agents' depth-``T`` decision diagrams hold a single cell closes the node.
+* **Makespan** — the lower bound is the longest individual shortest path, raised to the makespan of
+  each pair of agents alone (A* over the pair's positions), and the upper bound the makespan of the
+  SoC-optimal plan; when they meet, nothing else is searched. On small boards a joint A* over positions
+  finds the first time all agents stand on their goals; otherwise every horizon ``T`` in between is
+  decided, in increasing order, by a feasibility CBS whose low level must arrive by ``T`` (a finite
+  search, so it proves infeasibility). A node is closed when a conflict is cardinal for both agents'
+  depth-``T`` decision diagrams, or when two conflicting agents' depth-``T`` diagrams hold no pair of
+  paths without a conflict (the dependency check of CBSH, used here only to prune).
 
 ``node_budget`` bounds the work of one call, all searches together, in units of about one low-level
 expansion: a state of the single-agent A* costs 1, a state of a joint search ``JOINT_STATE_COST`` and a
@@ -50,6 +53,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 from envengineer.errors import ConfigError, InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
@@ -62,7 +66,7 @@ from envengineer.mapf.solver.grid import (
     paths_to_actions,
     shortest_path_lengths,
 )
-from envengineer.mapf.solver.joint import JOINT_STATE_COST, _joint_makespan, _plan_group
+from envengineer.mapf.solver.joint import JOINT_STATE_COST, _joint_makespan, _pair_makespan, _plan_group
 from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _Cons, _OutOfBudget, _Problem, _space
 
 __all__ = [
@@ -414,6 +418,16 @@ def _solve_makespan(
 ) -> int:
     if lb >= ub:
         return ub
+    # every pair's own makespan (the others ignored) bounds the board's from below; most boards whose
+    # SoC-optimal plan is late are often late because of one pair, and then this settles the makespan
+    pairs = sorted(
+        combinations(range(prob.k), 2),
+        key=lambda p: -max(prob.h[p[0]][prob.starts[p[0]]], prob.h[p[1]][prob.starts[p[1]]]),
+    )
+    for a, b in pairs:
+        lb = max(lb, _pair_makespan(prob, a, b, budget, ub))
+        if lb >= ub:
+            return ub
     if joint or _space(prob) <= JOINT_SPACE:
         return _joint_makespan(prob, budget, lb, ub)
     t = lb

@@ -243,7 +243,7 @@ def _cbs(
         if node.nconf == 0:
             return node
         if not node.h_done:
-            if not _classify(prob, node, horizon, groups, gof):
+            if not _classify(prob, node, horizon, groups, gof, budget):
                 continue  # (feasibility) a conflict no pair of paths can avoid
             if not feas and open_ and node.f > open_[0][0]:
                 counter += 1
@@ -322,12 +322,60 @@ def _cbs(
     return None
 
 
+def _mdds_compatible(
+    prob: _Problem, members: tuple[int, ...], mi: list[set[int]], mj: list[set[int]], budget: _Budget
+) -> bool:
+    """Whether the decision diagrams of two agents hold a pair of paths without a vertex or swap conflict
+    (an agent stays on its goal after its diagram's last level): a depth-first search over pairs of
+    diagram cells, each pair visited once. Edge constraints are not looked at, so a ``True`` may be
+    wrong but a ``False`` never is: no pair of paths of these lengths avoids the other agent."""
+    a, b = members
+    nbrs = prob.nbrs
+    di, dj = len(mi) - 1, len(mj) - 1
+    depth = di if di > dj else dj
+    gi, gj = prob.goals[a], prob.goals[b]
+    lvi = [mi[t] if t <= di else {gi} for t in range(depth + 1)]
+    lvj = [mj[t] if t <= dj else {gj} for t in range(depth + 1)]
+    start = (0, prob.starts[a], prob.starts[b])
+    if start[1] not in lvi[0] or start[2] not in lvj[0]:
+        return False
+    dead: set[tuple[int, int, int]] = set()
+    todo = [start]
+    seen = 0
+    while todo:
+        t, u, v = todo.pop()
+        if t == depth:
+            budget.left -= seen
+            return True
+        if (t, u, v) in dead:
+            continue
+        dead.add((t, u, v))
+        seen += 1
+        ni, nj = lvi[t + 1], lvj[t + 1]
+        for u2 in nbrs[u]:
+            if u2 not in ni:
+                continue
+            for v2 in nbrs[v]:
+                if v2 == u2 or v2 not in nj or (u2 == v and v2 == u):
+                    continue
+                if (t + 1, u2, v2) not in dead:
+                    todo.append((t + 1, u2, v2))
+    budget.left -= seen
+    return False
+
+
 def _classify(
-    prob: _Problem, node: _Node, horizon: int | None, groups: Sequence[Sequence[int]], gof: Sequence[int]
+    prob: _Problem,
+    node: _Node,
+    horizon: int | None,
+    groups: Sequence[Sequence[int]],
+    gof: Sequence[int],
+    budget: _Budget,
 ) -> bool:
     """Choose the conflict to split on (cardinal first, then semi-cardinal, then the earliest) and raise
     ``node.f`` by the CG heuristic. With a ``horizon``, return ``False`` when some conflict is cardinal
-    for both agents' depth-``horizon`` diagrams: then no plan within the horizon extends the node.
+    for both agents' depth-``horizon`` diagrams, or when two conflicting agents' depth-``horizon``
+    diagrams hold no conflict-free pair of paths: then no plan within the horizon extends the node.
     Agents of merged groups count as never cardinal (their diagrams are not built)."""
     mdds = node.mdds
     paths = node.paths
@@ -380,6 +428,9 @@ def _classify(
                 break
         if pair_card:
             card_edges.append((gof[i], gof[j]))
+        elif mi is not None and mj is not None and horizon is not None:
+            if not _mdds_compatible(prob, (i, j), mi, mj, budget):
+                return False
     node.chosen = best
     node.h_done = True
     if horizon is None:

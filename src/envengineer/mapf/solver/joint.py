@@ -240,3 +240,45 @@ def _joint_makespan(prob: _Problem, budget: _Budget, lb: int, ub: int) -> int:
             if seen.get(nstate, _INF) > t:
                 push(heap, (max(t + hv, f), -t, nstate))
     return ub
+
+
+def _pair_makespan(prob: _Problem, a: int, b: int, budget: _Budget, cap: int) -> int:
+    """Fewest steps after which agents ``a`` and ``b`` both stand on their goals, the other agents
+    ignored (a lower bound of the board's makespan), or ``cap`` when that takes ``cap`` steps or more:
+    A* over the pair's positions with the larger of the two distances as heuristic."""
+    nbrs = prob.nbrs
+    ha, hb = prob.h[a], prob.h[b]
+    ga, gb = prob.goals[a], prob.goals[b]
+    sa, sb = prob.starts[a], prob.starts[b]
+    seen: dict[tuple[int, int], int] = {(sa, sb): 0}
+    heap = [(max(ha[sa], hb[sb]), 0, sa, sb)]
+    push, pop = heapq.heappush, heapq.heappop
+    while heap:
+        f, negt, u, v = pop(heap)
+        if f >= cap:
+            return cap
+        t = -negt
+        if u == ga and v == gb:
+            return t
+        if seen.get((u, v), _INF) < t:
+            continue
+        budget.left -= JOINT_STATE_COST
+        if budget.left < 0 and budget.exhausted():
+            raise _OutOfBudget
+        t1 = t + 1
+        for u2 in nbrs[u]:
+            fu = t1 + ha[u2]
+            if fu >= cap:
+                continue
+            for v2 in nbrs[v]:
+                if v2 == u2 or (u2 == v and v2 == u):
+                    continue
+                if seen.get((u2, v2), _INF) <= t1:
+                    continue
+                hv = hb[v2]
+                f2 = t1 + (hv if hv > ha[u2] else ha[u2])
+                if f2 >= cap:
+                    continue
+                seen[(u2, v2)] = t1
+                push(heap, (f2, -t1, u2, v2))
+    return cap
