@@ -57,7 +57,20 @@ class _OutOfBudget(Exception):
 class _Problem:
     """Cells as integers ``row * n + col``, neighbour lists and each agent's distance-to-goal table."""
 
-    __slots__ = ("_chains", "_corr", "_dist", "goals", "h", "k", "n", "nbrs", "nc", "region", "starts")
+    __slots__ = (
+        "_chains",
+        "_corr",
+        "_dist",
+        "goals",
+        "h",
+        "k",
+        "n",
+        "nbrs",
+        "nc",
+        "region",
+        "rows_memo",
+        "starts",
+    )
 
     def __init__(self, grid: Sequence[str], starts: Sequence[int], goals: Sequence[int]) -> None:
         self.n = len(grid)
@@ -71,6 +84,8 @@ class _Problem:
         self._corr: list[int] | None = None
         self._chains: list[tuple[frozenset[int], int, int]] = []
         self._dist: dict[tuple[int, int], list[int]] = {}
+        #: each agent's cost-to-go rows under given constraints (the joint searches' heuristic)
+        self.rows_memo: dict[tuple, list[list[int]]] = {}
 
     def corridor(self, cell: int) -> tuple[int, frozenset[int], int, int] | None:
         """The corridor through ``cell``: (id, its cells, end 1, end 2), or ``None``.
