@@ -418,8 +418,8 @@ def _solve_makespan(
 ) -> int:
     if lb >= ub:
         return ub
-    # every pair's own makespan (the others ignored) bounds the board's from below; most boards whose
-    # SoC-optimal plan is late are often late because of one pair, and then this settles the makespan
+    # every pair's own makespan (the others ignored) bounds the board's from below; a board whose
+    # SoC-optimal plan is late is often late because of one pair, and then this settles the makespan
     pairs = sorted(
         combinations(range(prob.k), 2),
         key=lambda p: -max(prob.h[p[0]][prob.starts[p[0]]], prob.h[p[1]][prob.starts[p[1]]]),
@@ -431,6 +431,7 @@ def _solve_makespan(
     if joint or _space(prob) <= JOINT_SPACE:
         return _joint_makespan(prob, budget, lb, ub)
     t = lb
+    groups = [(i,) for i in range(prob.k)]
     while t < ub:
         node, groups = _search(prob, budget, t, groups)
         if node is not None:
