@@ -9,7 +9,8 @@ and come back, and an agent that rests on its goal blocks that cell for everybod
 Algorithms
 ----------
 * **Sum of costs** — Conflict-Based Search with the usual improvements: a space-time A* low level (true
-  distance to the goal as heuristic, a conflict-avoidance table to break ties), conflicts chosen
+  distance to the goal as heuristic, raised to the earliest time the agent may rest on its goal, a
+  conflict-avoidance table to break ties), conflicts chosen
   cardinal first (from multi-valued decision diagrams), bypassing, the admissible CG heuristic (minimum
   vertex cover of the cardinal-conflict graph) evaluated lazily, and pairwise symmetry reasoning:
   *target* conflicts (an agent crosses the goal of an agent that already rests there) split on the
@@ -17,7 +18,9 @@ Algorithms
   *corridor* conflicts (two agents meeting head-on in a chain of single cells) split on range constraints
   at the corridor's ends. Two groups of agents that keep conflicting on a small region are merged and
   planned jointly (A* with operator decomposition over the group's positions and per-agent "finished"
-  flags, guided by each member's exact cost-to-go under its own constraints), and the search restarts.
+  flags, guided by each member's exact cost-to-go under its own constraints and, in a group of two or
+  three, by each pair's exact cost-to-go with the others ignored, a table computed once per board), and
+  the search restarts.
   The joint search is finite, so it also proves that a crowded board has no plan at all (e.g. two agents
   that must swap in a dead-end corridor). Boards whose joint state space is tiny skip CBS altogether.
 * **Makespan** — the lower bound is the longest individual shortest path, raised to the makespan of
@@ -39,7 +42,8 @@ Modules
 -------
 ``grid`` board checks, neighbour lists, BFS distances and the public board helpers; ``problem`` the
 budget, the integer-cell problem, per-agent constraints, the single-agent A* and decision diagrams;
-``joint`` the joint (coupled-group) A* and the joint makespan search; ``cbs`` Conflict-Based Search with
+``joint`` the joint (coupled-group) A* and the joint makespan search; ``pairs`` the pairs' cost-to-go
+tables that guide it; ``cbs`` Conflict-Based Search with
 its symmetry reasoning. This package holds the entry points :func:`solve` and :func:`solve_instance`.
 ``waitfree``, ``reach``, ``dense`` and ``ilp`` decide, whatever the cost, the draws of benchmark v2 that
 the default budget does not settle (:func:`~envengineer.mapf.generator.decide_draw`); ``teacher`` finds the
@@ -283,9 +287,9 @@ def _optimum(
         shortest.append(d)
     budget = _Budget(node_budget, time_limit)
     try:
-        paths, groups = _solve_soc(prob, budget, joint)
+        paths = _solve_soc(prob, budget, joint)
         costs = [_cost(p, g) for p, g in zip(paths, g_ids, strict=True)]
-        makespan = _solve_makespan(prob, budget, max(shortest), max(costs), groups, joint)
+        makespan = _solve_makespan(prob, budget, max(shortest), max(costs), joint)
     except _OutOfBudget:
         if budget.timed_out:
             raise SolverBudgetExceeded(
@@ -392,9 +396,7 @@ def _search(
             logger.debug("merging agents %s", groups[-1])
 
 
-def _solve_soc(
-    prob: _Problem, budget: _Budget, joint: bool = False
-) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+def _solve_soc(prob: _Problem, budget: _Budget, joint: bool = False) -> list[tuple[int, ...]]:
     everyone = tuple(range(prob.k))
     if joint or _space(prob) << prob.k <= JOINT_SPACE_SOC:
         paths = _plan_group(prob, everyone, [_NO_CONS] * prob.k, (), _INF, False, budget)
@@ -403,19 +405,17 @@ def _solve_soc(
                 "no conflict-free plan exists: the agents block each other for good (e.g. they must pass "
                 "each other in a dead-end corridor); change the starts, goals or holes"
             )
-        return paths, [everyone]
-    node, groups = _search(prob, budget, None, [(i,) for i in range(prob.k)])
+        return paths
+    node, _ = _search(prob, budget, None, [(i,) for i in range(prob.k)])
     if node is None:
         raise UnsolvableInstance(
             "no conflict-free plan exists: the agents block each other for good (e.g. they must pass each "
             "other in a dead-end corridor); change the starts, goals or holes"
         )
-    return node.paths, groups
+    return node.paths
 
 
-def _solve_makespan(
-    prob: _Problem, budget: _Budget, lb: int, ub: int, groups: list[tuple[int, ...]], joint: bool = False
-) -> int:
+def _solve_makespan(prob: _Problem, budget: _Budget, lb: int, ub: int, joint: bool = False) -> int:
     if lb >= ub:
         return ub
     # every pair's own makespan (the others ignored) bounds the board's from below; a board whose

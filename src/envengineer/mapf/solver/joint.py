@@ -1,6 +1,6 @@
 """Joint search over a coupled group of agents: A* with operator decomposition for a merged group
-(:func:`_plan_group`, guided by each member's exact cost-to-go) and for the optimal makespan of a small
-board (:func:`_joint_makespan`)."""
+(:func:`_plan_group`, guided by each member's exact cost-to-go and its pairs' tables, :mod:`.pairs`) and
+for the optimal makespan of a small board (:func:`_joint_makespan`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ import heapq
 from collections.abc import Sequence
 
 from envengineer.mapf.solver.grid import _INF
+from envengineer.mapf.solver.pairs import _pair_table
 from envengineer.mapf.solver.problem import _Budget, _cat, _Cons, _OutOfBudget, _Problem
 
 #: Budget units a state of a joint search costs (a state of the single-agent A* costs 1); a measured
 #: ratio.
 JOINT_STATE_COST = 2
+#: Groups of at most this many members are guided by their pairs' cost-to-go tables as well
+#: (:mod:`~envengineer.mapf.solver.pairs`); a larger group by its members' own cost-to-go alone.
+PAIR_GROUP_MAX = 3
 
 
 def _plan_group(
@@ -30,7 +34,9 @@ def _plan_group(
     Members move one at a time within a step and an unfinished member pays 1 per step. A member on its
     goal may declare itself finished (free) once no constraint of its own needs it off the goal again;
     it then never moves and blocks its cell. Time is folded once every constraint and every path in
-    ``others`` lies in the past, so the search is finite and ``None`` proves there is no plan.
+    ``others`` lies in the past, so the search is finite and ``None`` proves there is no plan. A state's
+    bound is the larger of its members' own cost-to-go summed and, for a group of at most
+    ``PAIR_GROUP_MAX``, :func:`_pairs_bound`.
     """
     m = len(members)
     nc, nbrs = prob.nc, prob.nbrs
@@ -47,6 +53,12 @@ def _plan_group(
     hzs = [min(horizon, cons[a][4]) for a in members]
     blks = [cons[a][5] for a in members]
     tcons = max(cons[a][2] for a in members)
+    # the pairs' own cost-to-go (the others ignored), where a group is small enough for a table per pair
+    tables = (
+        [(x, y, _pair_table(prob, members[x], members[y], budget)) for x in range(m) for y in range(x + 1, m)]
+        if 2 <= m <= PAIR_GROUP_MAX
+        else []
+    )
     occ, emov, final, tcat, gvis = _cat(others, goals, nc)
     tstat = tcat if tcat > tcons + 1 else tcons + 1
     use_cat = bool(others)
@@ -54,16 +66,20 @@ def _plan_group(
     start = tuple(prob.starts[a] for a in members)
     h0 = sum(rows[x][0][start[x]] for x in range(m))
     skey = (0, 0, start, None, 0)
-    # entries: (3 ordering keys, counter, t, g, conflicts, f, state, parent state). With conflict_first:
-    # fewest conflicts, then f; otherwise f, then the deepest state (a dive), then fewest conflicts.
+    if tables:
+        h0 = max(h0, _pairs_bound(tables, rows, last, goals, nbrs, nc, start, None, 0, m, 0, 0, h0))
+    # entries: (3 ordering keys, counter, t, g, conflicts, the members' own cost-to-go summed, state,
+    # parent state). With conflict_first: fewest conflicts, then f; otherwise f, then the deepest state (a
+    # dive), then fewest conflicts.
+    hr0 = sum(rows[x][0][start[x]] for x in range(m))
     heap: list = [
-        (0, h0, 0, 0, 0, 0, 0, h0, skey, None) if conflict_first else (h0, 0, 0, 0, 0, 0, 0, h0, skey, None)
+        (0, h0, 0, 0, 0, 0, 0, hr0, skey, None) if conflict_first else (h0, 0, 0, 0, 0, 0, 0, hr0, skey, None)
     ]
     parent: dict = {}
     counter = 0
     push, pop = heapq.heappush, heapq.heappop
     while heap:
-        t, g, c, f, state, par = pop(heap)[4:]
+        t, g, c, hr, state, par = pop(heap)[4:]
         if state in parent:
             continue
         parent[state] = par
@@ -81,7 +97,7 @@ def _plan_group(
         olds = old[:a]
         t1 = t + 1
         ra, la = rows[a], last[a]
-        hrest = f - g - ra[t if t < la else la][pa]
+        hrest = hr - ra[t if t < la else la][pa]
         ha = ra[t1 if t1 < la else la]
         succ = []
         if pa == goals[a] and t >= gmins[a] and pa not in moved:
@@ -115,7 +131,8 @@ def _plan_group(
             while nk < m and m2 >> nk & 1:
                 nk += 1
             g2 = g + cost
-            f2 = g2 + hrest + (ha[w] if cost else 0)
+            hr2 = hrest + (ha[w] if cost else 0)
+            f2 = g2 + hr2
             if nk < m:
                 t2 = t
                 nstate = (nk, t if t < tstat else tstat, ncur, old, m2)
@@ -127,14 +144,91 @@ def _plan_group(
                 nstate = (nk if nk < m else 0, t1 if t1 < tstat else tstat, ncur, None, m2)
             if nstate in parent:
                 continue
+            if tables:  # a new step's state stands at t + 1; within a step the members before nk do
+                mid = nstate[3] is not None
+                hp = _pairs_bound(
+                    tables,
+                    rows,
+                    last,
+                    goals,
+                    nbrs,
+                    nc,
+                    ncur,
+                    nstate[3],
+                    m2,
+                    m,
+                    nk if mid else 0,
+                    t if mid else t1,
+                    hr2,
+                )
+                if g2 + hp > f2:
+                    f2 = g2 + hp
             counter += 1
             push(
                 heap,
-                (c1, f2, -g2, counter, t2, g2, c1, f2, nstate, state)
+                (c1, f2, -g2, counter, t2, g2, c1, hr2, nstate, state)
                 if conflict_first
-                else (f2, -g2, c1, counter, t2, g2, c1, f2, nstate, state),
+                else (f2, -g2, c1, counter, t2, g2, c1, hr2, nstate, state),
             )
     return None
+
+
+def _pairs_bound(
+    tables: list,
+    rows: list[list[list[int]]],
+    last: list[int],
+    goals: list[int],
+    nbrs: list[tuple[int, ...]],
+    nc: int,
+    cur: tuple[int, ...],
+    old: tuple[int, ...] | None,
+    mask: int,
+    m: int,
+    moved: int,
+    t: int,
+    hr: int,
+) -> int:
+    """The group's cost-to-go bound from its pairs' tables: for each pair, its table's value plus the
+    other members' own cost-to-go (``hr`` less the pair's), the largest over the pairs.
+
+    Members before ``moved`` have made this step's move (they stand at ``t + 1``), the others not (at
+    ``t``); ``old`` holds the step's starting cells (``None``, and ``moved`` 0, at the start of a step).
+    Between the two moves of a pair, the later member's cheapest move (as the joint search allows it
+    against the earlier one) is taken, which keeps the bound consistent for the search's one-member
+    moves."""
+    best = 0
+    t1 = t + 1
+    for x, y, tab in tables:
+        fx, fy = mask >> x & 1, mask >> y & 1
+        u, v = cur[x], cur[y]
+        if fx and fy:
+            pv = 0
+        elif fx:
+            pv = tab.first_done[v]
+        elif fy:
+            pv = tab.second_done[u]
+        elif x < moved <= y:  # x has moved this step, y not yet
+            both = tab.both
+            pv = tab.second_done[u] if v == goals[y] and u != v else _INF
+            back = old[x] if u == v else -1  # type: ignore[index]
+            base = u * nc
+            for v2 in nbrs[v]:
+                if v2 != u and v2 != back:
+                    c = both[base + v2] + 1
+                    if c < pv:
+                        pv = c
+        else:
+            pv = tab.both[u * nc + v]
+        if m > 2:
+            own = 0
+            for z in (x, y):
+                if not mask >> z & 1:
+                    tz = t1 if z < moved else t
+                    own += rows[z][tz if tz < last[z] else last[z]][cur[z]]
+            pv += hr - own
+        if pv > best:
+            best = pv
+    return best
 
 
 def _cost_to_go(prob: _Problem, a: int, cons: _Cons, budget: _Budget) -> list[list[int]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from envengineer.mapf.solver.grid import _INF, _bfs, _neighbours
 
@@ -67,6 +68,7 @@ class _Problem:
         "n",
         "nbrs",
         "nc",
+        "pairs_memo",
         "region",
         "rows_memo",
         "starts",
@@ -86,6 +88,8 @@ class _Problem:
         self._dist: dict[tuple[int, int], list[int]] = {}
         #: each agent's cost-to-go rows under given constraints (the joint searches' heuristic)
         self.rows_memo: dict[tuple, list[list[int]]] = {}
+        #: the cost-to-go tables of pairs of agents (a merged group's heuristic, ``pairs._pair_table``)
+        self.pairs_memo: dict[tuple[int, int], Any] = {}
 
     def corridor(self, cell: int) -> tuple[int, frozenset[int], int, int] | None:
         """The corridor through ``cell``: (id, its cells, end 1, end 2), or ``None``.
@@ -169,9 +173,11 @@ def _plan(
     tstat = tcat if tcat > tcons + 1 else tcons + 1
     use_cat = bool(others)
     closed: dict[int, int] = {}
-    heap: list[tuple[int, int, int, int, int]] = [
-        (0, h[s], 0, s, -1) if conflict_first else (h[s], 0, 0, s, -1)
-    ]
+    # the path ends on the goal no earlier than goal_min: a bound as exact as the distance, and without
+    # it a constraint that keeps the agent off its goal until late has A* visit every cell at every time
+    # before then
+    f0 = h[s] if h[s] > goal_min else goal_min
+    heap: list[tuple[int, int, int, int, int]] = [(0, f0, 0, s, -1) if conflict_first else (f0, 0, 0, s, -1)]
     push, pop = heapq.heappush, heapq.heappop
     while heap:
         if conflict_first:
@@ -198,6 +204,8 @@ def _plan(
         eb = (t * nc + v) * nc
         for w in nbrs[v]:
             f1 = t1 + h[w]
+            if f1 < goal_min:
+                f1 = goal_min
             if f1 > horizon or (kb + w) in closed or (vb + w) in vset:
                 continue
             if w != v and (eb + w) in eset:

@@ -1,0 +1,128 @@
+"""The pairs' cost-to-go tables that guide a merged group's joint search, and the goal bound of the
+single-agent search: exact against the brute-force oracle and by hand, and never changing an optimum."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from envengineer.mapf.instance import Cell
+from envengineer.mapf.solver import joint as solver_joint
+from envengineer.mapf.solver.grid import _INF
+from envengineer.mapf.solver.joint import _plan_group
+from envengineer.mapf.solver.pairs import _pair_table
+from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _Cons, _OutOfBudget, _plan, _Problem
+from test_solver import oracle_soc, random_board
+
+OPEN3 = ("...", "...", "...")
+
+
+def _problem(grid, starts, goals) -> _Problem:
+    n = len(grid)
+    return _Problem(grid, [r * n + c for r, c in starts], [r * n + c for r, c in goals])
+
+
+def _cell(grid, cell: Cell) -> int:
+    return cell[0] * len(grid) + cell[1]
+
+
+def _value(prob: _Problem, grid, u: Cell, v: Cell) -> int:
+    return _pair_table(prob, 0, 1, _Budget(10**9)).both[_cell(grid, u) * prob.nc + _cell(grid, v)]
+
+
+def test_pair_table_by_hand():
+    # SPEC §2.3's swap on the open 3x3 board: one agent steps aside, 2 + 4 or 3 + 3 steps
+    prob = _problem(OPEN3, [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    assert _value(prob, OPEN3, (0, 0), (0, 2)) == 6
+    assert _value(prob, OPEN3, (0, 2), (0, 0)) == 0  # both on their goals
+    assert _value(prob, OPEN3, (0, 1), (0, 0)) == 1  # the first one step from its goal, the second home
+    # a corridor with one pocket: the first to pass waits in the pocket (2 + 3 + 2 moves, one wait)
+    pocket = ("...", "H.H", "HHH")
+    prob = _problem(pocket, [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    assert _value(prob, pocket, (0, 0), (0, 2)) == 7
+    # a plain corridor: they never pass, from any pair of cells in the wrong order
+    line = ("...", "HHH", "HHH")
+    prob = _problem(line, [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    assert _value(prob, line, (0, 0), (0, 2)) == _INF
+    assert _value(prob, line, (0, 1), (0, 2)) == _INF
+    table = _pair_table(prob, 0, 1, _Budget(10**9))
+    # once the first agent has finished on (0, 2) the second walks around it: here it cannot reach (0, 0)
+    # from (0, 2)'s far side, but from (0, 1) it is one step
+    assert table.first_done[_cell(line, (0, 1))] == 1
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_pair_table_is_the_pairs_optimum_from_every_pair_of_cells(seed):
+    rng = np.random.default_rng(np.random.SeedSequence((2031, seed)))
+    checked = unsolvable = 0
+    for _ in range(25):
+        n = int(rng.integers(2, 5))
+        grid, starts, goals = random_board(rng, n, 2)
+        prob = _problem(grid, starts, goals)
+        free = [(r, c) for r in range(n) for c in range(n) if grid[r][c] == "."]
+        for u, v in itertools.permutations(free, 2):
+            want = oracle_soc(grid, [u, v], goals)
+            assert _value(prob, grid, u, v) == (_INF if want is None else want), (grid, u, v, goals)
+            checked += 1
+            unsolvable += want is None
+    assert checked > 500 and unsolvable > 20
+
+
+def test_the_table_spends_the_budget_and_stops_when_it_runs_out():
+    prob = _problem(OPEN3, [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    budget = _Budget(10**9)
+    _pair_table(prob, 0, 1, budget)
+    assert 0 < 10**9 - budget.left < 2_000
+    again = _Budget(10**9)
+    _pair_table(prob, 0, 1, again)  # remembered per problem: free the second time
+    assert again.left == 10**9
+    with pytest.raises(_OutOfBudget):
+        _pair_table(_problem(OPEN3, [(0, 0), (0, 2)], [(0, 2), (0, 0)]), 0, 1, _Budget(10))
+
+
+def _random_cons(rng: np.random.Generator, prob: _Problem, agent: int) -> _Cons:
+    """A few vertex constraints off the start, and maybe a goal the agent may rest on only late."""
+    cells = [v for v in range(prob.nc) if prob.nbrs[v] and v != prob.starts[agent]]
+    vset = frozenset(
+        int(rng.integers(1, 7)) * prob.nc + cells[int(rng.integers(len(cells)))] for _ in range(3)
+    )
+    goal_min = int(rng.integers(0, 6)) if rng.random() < 0.4 else 0
+    return (vset, frozenset(), max(v // prob.nc for v in vset), goal_min, _INF, {})
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_group_search_finds_the_same_optimum_with_and_without_the_tables(seed, monkeypatch):
+    """The tables change the order in which the group's states are settled, never the cost found: under
+    random constraints, two and three members, the optimum equals the search without them."""
+    rng = np.random.default_rng(np.random.SeedSequence((2032, seed)))
+    compared = 0
+    for _ in range(50):
+        n = int(rng.integers(3, 6))
+        k = int(rng.integers(2, 4))
+        grid, starts, goals = random_board(rng, n, k)
+        prob = _problem(grid, starts, goals)
+        if any(prob.h[a][prob.starts[a]] >= _INF for a in range(k)):
+            continue
+        cons = [_random_cons(rng, prob, a) for a in range(k)]
+        members = tuple(range(k))
+        costs = []
+        for tables in (3, 0):
+            monkeypatch.setattr(solver_joint, "PAIR_GROUP_MAX", tables)
+            fresh = _problem(grid, starts, goals)
+            paths = _plan_group(fresh, members, cons, (), _INF, False, _Budget(10**7))
+            costs.append(None if paths is None else sum(len(p) - 1 for p in paths))
+        assert costs[0] == costs[1], (grid, starts, goals, cons)
+        compared += costs[0] is not None
+    assert compared > 25, compared
+
+
+def test_the_single_agent_search_respects_a_late_goal():
+    # one step from its goal, but it may rest there only from t = 5 on: the path ends at t = 5
+    prob = _problem(OPEN3, [(1, 1)], [(1, 2)])
+    cons = (frozenset(), frozenset(), 4, 5, _INF, {})
+    path = _plan(prob, 0, cons, (), _INF, False, _Budget(10_000))
+    assert path is not None and len(path) - 1 == 5 and path[-1] == 5 and path[-2] != 5
+    plain = _plan(prob, 0, _NO_CONS, (), _INF, False, _Budget(10_000))
+    assert plain == (4, 5)
