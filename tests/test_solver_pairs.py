@@ -126,3 +126,22 @@ def test_the_single_agent_search_respects_a_late_goal():
     assert path is not None and len(path) - 1 == 5 and path[-1] == 5 and path[-2] != 5
     plain = _plan(prob, 0, _NO_CONS, (), _INF, False, _Budget(10_000))
     assert plain == (4, 5)
+
+
+def test_a_search_that_found_no_path_answers_a_stricter_one_at_once():
+    # the right column is the only way to the goal; barring (0, 2) from t = 0 on leaves none
+    grid = ("...", "HH.", "HH.")
+    prob = _problem(grid, [(0, 0)], [(2, 2)])
+    barred: _Cons = (frozenset(), frozenset(), 0, 0, _INF, {2: 0})
+    budget = _Budget(10_000)
+    assert _plan(prob, 0, barred, (), _INF, False, budget) is None
+    spent = 10_000 - budget.left
+    assert spent > 0
+    # more constraints, a later goal, the same cell barred (from the same time): known to fail, for free
+    stricter: _Cons = (frozenset({1 * prob.nc + 1}), frozenset(), 1, 3, _INF, {2: 0})
+    assert _plan(prob, 0, stricter, (), _INF, False, budget) is None
+    assert 10_000 - budget.left == spent
+    # a cell barred only later is not stricter: the search runs, and finds the path through it in time
+    later: _Cons = (frozenset(), frozenset(), 9, 0, _INF, {2: 9})
+    path = _plan(prob, 0, later, (), _INF, False, budget)
+    assert path == (0, 1, 2, 5, 8) and 10_000 - budget.left > spent

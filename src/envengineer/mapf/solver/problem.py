@@ -62,6 +62,7 @@ class _Problem:
         "_chains",
         "_corr",
         "_dist",
+        "dead",
         "goals",
         "h",
         "k",
@@ -88,6 +89,8 @@ class _Problem:
         self._dist: dict[tuple[int, int], list[int]] = {}
         #: each agent's cost-to-go rows under given constraints (the joint searches' heuristic)
         self.rows_memo: dict[tuple, list[list[int]]] = {}
+        #: per agent, constraint sets (with the horizon) under which its single-agent search found no path
+        self.dead: list[list[tuple[_Cons, int]]] = [[] for _ in starts]
         #: the cost-to-go tables of pairs of agents (a merged group's heuristic, ``pairs._pair_table``)
         self.pairs_memo: dict[tuple[int, int], Any] = {}
 
@@ -159,7 +162,10 @@ def _plan(
     budget: _Budget,
 ) -> tuple[int, ...] | None:
     """Space-time A* for agent ``i`` under ``cons``; ties (or, with ``conflict_first``, the primary key)
-    are broken by the number of conflicts with ``others``. ``None`` when no path exists within ``horizon``.
+    are broken by the number of conflicts with ``others``. ``None`` when no path exists within ``horizon``;
+    the constraint sets of such answers are remembered per agent, and one at least as strict (see
+    :func:`_stricter`) is answered at once: a target conflict's branch that bars a cell for good is tried
+    again and again at other nodes with other constraints beside it.
     """
     vset, eset, tcons, goal_min, max_len, blk = cons
     if max_len < horizon:
@@ -176,6 +182,10 @@ def _plan(
     # the path ends on the goal no earlier than goal_min: a bound as exact as the distance, and without
     # it a constraint that keeps the agent off its goal until late has A* visit every cell at every time
     # before then
+    dead = prob.dead[i]
+    for d_cons, d_horizon in dead:
+        if horizon <= d_horizon and _stricter(cons, d_cons):
+            return None
     f0 = h[s] if h[s] > goal_min else goal_min
     heap: list[tuple[int, int, int, int, int]] = [(0, f0, 0, s, -1) if conflict_first else (f0, 0, 0, s, -1)]
     push, pop = heapq.heappush, heapq.heappop
@@ -222,7 +232,24 @@ def _plan(
                     c1 += 1
             push(heap, (c1, f1, -t1, w, key) if conflict_first else (f1, c1, -t1, w, key))
     budget.left -= len(closed)
+    if len(dead) < 16:
+        dead.append((cons, horizon))
     return None
+
+
+def _stricter(cons: _Cons, than: _Cons) -> bool:
+    """Whether ``cons`` rules out every path that ``than`` rules out (so no path keeps ``cons`` when none
+    keeps ``than``): a superset of its vertex and edge constraints, a goal no earlier and a length limit
+    no later, and every barred cell barred no later."""
+    vset, eset, _, goal_min, max_len, blk = cons
+    v2, e2, _, g2, m2, b2 = than
+    return (
+        goal_min >= g2
+        and max_len <= m2
+        and v2 <= vset
+        and e2 <= eset
+        and all(blk.get(c, _INF) <= t for c, t in b2.items())
+    )
 
 
 def _unwind(closed: dict[int, int], key: int, nc: int) -> tuple[int, ...]:
