@@ -1,5 +1,6 @@
-"""The pairs' cost-to-go tables that guide a merged group's joint search, and the goal bound of the
-single-agent search: exact against the brute-force oracle and by hand, and never changing an optimum."""
+"""The pairs' cost-to-go tables that guide a merged group's joint search (exact against the brute-force
+oracle and by hand, and never changing an optimum), and the single-agent search's memory of constraint
+sets under which it found no path."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import numpy as np
 import pytest
 
 from envengineer.mapf.instance import Cell
-from envengineer.mapf.solver import joint as solver_joint
 from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.joint import _plan_group
 from envengineer.mapf.solver.pairs import _pair_table
@@ -93,7 +93,7 @@ def _random_cons(rng: np.random.Generator, prob: _Problem, agent: int) -> _Cons:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_the_group_search_finds_the_same_optimum_with_and_without_the_tables(seed, monkeypatch):
+def test_the_group_search_finds_the_same_optimum_with_and_without_the_tables(seed):
     """The tables change the order in which the group's states are settled, never the cost found: under
     random constraints, two and three members, the optimum equals the search without them."""
     rng = np.random.default_rng(np.random.SeedSequence((2032, seed)))
@@ -108,22 +108,23 @@ def test_the_group_search_finds_the_same_optimum_with_and_without_the_tables(see
         cons = [_random_cons(rng, prob, a) for a in range(k)]
         members = tuple(range(k))
         costs = []
-        for tables in (3, 0):
-            monkeypatch.setattr(solver_joint, "PAIR_GROUP_MAX", tables)
+        for tables in (True, False):
             fresh = _problem(grid, starts, goals)
-            paths = _plan_group(fresh, members, cons, (), _INF, False, _Budget(10**7))
+            paths = _plan_group(fresh, members, cons, (), _INF, False, _Budget(10**7), pairs=tables)
+            assert bool(fresh.pairs_memo) is tables  # the tables were (not) built
             costs.append(None if paths is None else sum(len(p) - 1 for p in paths))
         assert costs[0] == costs[1], (grid, starts, goals, cons)
         compared += costs[0] is not None
     assert compared > 25, compared
 
 
-def test_the_single_agent_search_respects_a_late_goal():
-    # one step from its goal, but it may rest there only from t = 5 on: the path ends at t = 5
+def test_the_single_agent_search_keeps_a_late_goal():
+    # one step from its goal, but its cost must exceed 4: the path ends on the goal at t = 5 (it may
+    # wait there before: the low level's relaxation of "cost > t", cbs._finish_after)
     prob = _problem(OPEN3, [(1, 1)], [(1, 2)])
     cons = (frozenset(), frozenset(), 4, 5, _INF, {})
     path = _plan(prob, 0, cons, (), _INF, False, _Budget(10_000))
-    assert path is not None and len(path) - 1 == 5 and path[-1] == 5 and path[-2] != 5
+    assert path is not None and len(path) - 1 == 5 and path[-1] == 5
     plain = _plan(prob, 0, _NO_CONS, (), _INF, False, _Budget(10_000))
     assert plain == (4, 5)
 

@@ -9,8 +9,7 @@ and come back, and an agent that rests on its goal blocks that cell for everybod
 Algorithms
 ----------
 * **Sum of costs** — Conflict-Based Search with the usual improvements: a space-time A* low level (true
-  distance to the goal as heuristic, raised to the earliest time the agent may rest on its goal, a
-  conflict-avoidance table to break ties), conflicts chosen
+  distance to the goal as heuristic, a conflict-avoidance table to break ties), conflicts chosen
   cardinal first (from multi-valued decision diagrams), bypassing, the admissible CG heuristic (minimum
   vertex cover of the cardinal-conflict graph) evaluated lazily, and pairwise symmetry reasoning:
   *target* conflicts (an agent crosses the goal of an agent that already rests there) split on the
@@ -20,7 +19,8 @@ Algorithms
   planned jointly (A* with operator decomposition over the group's positions and per-agent "finished"
   flags, guided by each member's exact cost-to-go under its own constraints and, in a group of two or
   three, by each pair's exact cost-to-go with the others ignored, a table computed once per board), and
-  the search restarts.
+  the search restarts. (A board small enough to skip CBS is searched jointly without the pairs' tables:
+  its plans, the supervised targets of the seeded training rounds, stay the ones found before them.)
   The joint search is finite, so it also proves that a crowded board has no plan at all (e.g. two agents
   that must swap in a dead-end corridor). Boards whose joint state space is tiny skip CBS altogether.
 * **Makespan** — the lower bound is the longest individual shortest path, raised to the makespan of

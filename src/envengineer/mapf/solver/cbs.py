@@ -211,7 +211,7 @@ def _cbs(
                 return False
             paths[members[0]] = p
             return True
-        ps = _plan_group(prob, members, cons, others, hz, feas, budget)
+        ps = _plan_group(prob, members, cons, others, hz, feas, budget, pairs=True)
         if ps is None:
             return False
         for a, p in zip(members, ps, strict=True):

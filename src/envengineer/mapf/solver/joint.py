@@ -27,6 +27,7 @@ def _plan_group(
     horizon: int,
     conflict_first: bool,
     budget: _Budget,
+    pairs: bool = False,
 ) -> list[tuple[int, ...]] | None:
     """Optimal joint paths of a merged group of agents: A* with operator decomposition.
 
@@ -35,8 +36,9 @@ def _plan_group(
     goal may declare itself finished (free) once no constraint of its own needs it off the goal again;
     it then never moves and blocks its cell. Time is folded once every constraint and every path in
     ``others`` lies in the past, so the search is finite and ``None`` proves there is no plan. A state's
-    bound is the larger of its members' own cost-to-go summed and, for a group of at most
-    ``PAIR_GROUP_MAX``, :func:`_pairs_bound`.
+    bound is its members' own cost-to-go summed or, with ``pairs`` (CBS's merged groups) and at most
+    ``PAIR_GROUP_MAX`` members, the larger of that and :func:`_pairs_bound`. Either way the optimum is the
+    same; the plan found among several optimal ones may differ.
     """
     m = len(members)
     nc, nbrs = prob.nc, prob.nbrs
@@ -56,7 +58,7 @@ def _plan_group(
     # the pairs' own cost-to-go (the others ignored), where a group is small enough for a table per pair
     tables = (
         [(x, y, _pair_table(prob, members[x], members[y], budget)) for x in range(m) for y in range(x + 1, m)]
-        if 2 <= m <= PAIR_GROUP_MAX
+        if pairs and 2 <= m <= PAIR_GROUP_MAX
         else []
     )
     occ, emov, final, tcat, gvis = _cat(others, goals, nc)

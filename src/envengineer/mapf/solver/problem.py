@@ -186,7 +186,7 @@ def _plan(
     for d_cons, d_horizon in dead:
         if horizon <= d_horizon and _stricter(cons, d_cons):
             return None
-    f0 = h[s] if h[s] > goal_min else goal_min
+    f0 = h[s]
     heap: list[tuple[int, int, int, int, int]] = [(0, f0, 0, s, -1) if conflict_first else (f0, 0, 0, s, -1)]
     push, pop = heapq.heappush, heapq.heappop
     while heap:
@@ -214,8 +214,6 @@ def _plan(
         eb = (t * nc + v) * nc
         for w in nbrs[v]:
             f1 = t1 + h[w]
-            if f1 < goal_min:
-                f1 = goal_min
             if f1 > horizon or (kb + w) in closed or (vb + w) in vset:
                 continue
             if w != v and (eb + w) in eset:
