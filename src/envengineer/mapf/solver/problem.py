@@ -183,9 +183,8 @@ def _plan(
     # it a constraint that keeps the agent off its goal until late has A* visit every cell at every time
     # before then
     dead = prob.dead[i]
-    for d_cons, d_horizon in dead:
-        if horizon <= d_horizon and _stricter(cons, d_cons):
-            return None
+    if any(horizon <= d_horizon and _stricter(cons, d_cons) for d_cons, d_horizon in dead):
+        return None
     f0 = h[s]
     heap: list[tuple[int, int, int, int, int]] = [(0, f0, 0, s, -1) if conflict_first else (f0, 0, 0, s, -1)]
     push, pop = heapq.heappush, heapq.heappop
