@@ -9,7 +9,9 @@ import itertools
 import numpy as np
 import pytest
 
+from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.instance import Cell
+from envengineer.mapf.solver import joint as solver_joint_module
 from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.joint import _plan_group
 from envengineer.mapf.solver.pairs import _pair_table
@@ -133,6 +135,7 @@ def test_a_search_that_found_no_path_answers_a_stricter_one_at_once():
     # the right column is the only way to the goal; barring (0, 2) from t = 0 on leaves none
     grid = ("...", "HH.", "HH.")
     prob = _problem(grid, [(0, 0)], [(2, 2)])
+    prob.aids = True  # the memory is one of the slow boards' aids (four agents or more)
     barred: _Cons = (frozenset(), frozenset(), 0, 0, _INF, {2: 0})
     budget = _Budget(10_000)
     assert _plan(prob, 0, barred, (), _INF, False, budget) is None
@@ -146,3 +149,28 @@ def test_a_search_that_found_no_path_answers_a_stricter_one_at_once():
     later: _Cons = (frozenset(), frozenset(), 9, 0, _INF, {2: 9})
     path = _plan(prob, 0, later, (), _INF, False, budget)
     assert path == (0, 1, 2, 5, 8) and 10_000 - budget.left > spent
+
+
+def test_boards_of_two_and_three_agents_are_searched_as_before(monkeypatch):
+    """The slow boards' aids change which draws a budgeted round keeps and which optimal plan is found, so
+    boards of two and three agents (every CPU experiment's rounds) never use them, even in CBS."""
+    from envengineer.mapf import solver as solver_module
+    from envengineer.mapf.solver import cbs as solver_cbs
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("an aid of the slow boards was used")
+
+    for where, name in ((solver_cbs, "_mdds_compatible"), (solver_module, "_pair_makespan")):
+        monkeypatch.setattr(where, name, forbidden)
+    monkeypatch.setattr(solver_joint_module, "_pair_table", forbidden)
+    monkeypatch.setattr(solver_module, "JOINT_SPACE", 0)  # CBS and the horizon searches, not the joint ones
+    monkeypatch.setattr(solver_module, "JOINT_SPACE_SOC", 0)
+    rng = np.random.default_rng(np.random.SeedSequence((2033, 0)))
+    for _ in range(40):
+        grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), int(rng.integers(2, 4)))
+        assert not _problem(grid, starts, goals).aids
+        try:
+            solver_module.solve(grid, starts, goals, memo=False, node_budget=200_000)
+        except (UnsolvableInstance, SolverBudgetExceeded):
+            pass
+    assert _problem(OPEN3, [(0, 0), (0, 1), (0, 2), (1, 0)], [(2, 0), (2, 1), (2, 2), (1, 2)]).aids

@@ -17,20 +17,27 @@ Algorithms
   *corridor* conflicts (two agents meeting head-on in a chain of single cells) split on range constraints
   at the corridor's ends. Two groups of agents that keep conflicting on a small region are merged and
   planned jointly (A* with operator decomposition over the group's positions and per-agent "finished"
-  flags, guided by each member's exact cost-to-go under its own constraints and, in a group of two or
-  three, by each pair's exact cost-to-go with the others ignored, a table computed once per board), and
-  the search restarts. (A board small enough to skip CBS is searched jointly without the pairs' tables:
-  its plans, the supervised targets of the seeded training rounds, stay the ones found before them.)
+  flags, guided by each member's exact cost-to-go under its own constraints and, on boards of at least
+  ``AIDS_MIN_AGENTS`` agents and in a group of two or three, by each pair's exact cost-to-go with the
+  others ignored, a table computed once per board), and the search restarts.
   The joint search is finite, so it also proves that a crowded board has no plan at all (e.g. two agents
   that must swap in a dead-end corridor). Boards whose joint state space is tiny skip CBS altogether.
-* **Makespan** — the lower bound is the longest individual shortest path, raised to the makespan of
-  each pair of agents alone (A* over the pair's positions), and the upper bound the makespan of the
-  SoC-optimal plan; when they meet, nothing else is searched. On small boards a joint A* over positions
+* **Makespan** — the lower bound is the longest individual shortest path (on boards of at least
+  ``AIDS_MIN_AGENTS`` agents raised to the makespan of each pair of agents alone, A* over the pair's
+  positions), and the upper bound the makespan of the SoC-optimal plan; when they meet, nothing else is
+  searched. On small boards a joint A* over positions
   finds the first time all agents stand on their goals; otherwise every horizon ``T`` in between is
   decided, in increasing order, by a feasibility CBS whose low level must arrive by ``T`` (a finite
   search, so it proves infeasibility). A node is closed when a conflict is cardinal for both agents'
-  depth-``T`` decision diagrams, or when two conflicting agents' depth-``T`` diagrams hold no pair of
-  paths without a conflict (the dependency check of CBSH, used here only to prune).
+  depth-``T`` decision diagrams, or (with ``AIDS_MIN_AGENTS`` agents or more) when two conflicting agents'
+  depth-``T`` diagrams hold no pair of paths without a conflict (the dependency check of CBSH, used here
+  only to prune).
+* **Aids of the slow boards** — the pairs' tables, the pairs' makespans and the dependency pruning above,
+  and the memory of a member's rows and of the constraint sets under which a search found no path, serve
+  boards of at least ``AIDS_MIN_AGENTS`` (4) agents only: each keeps the optima but changes the counted
+  work, and with it which draws a budgeted training round keeps and which optimal plan is found. Boards
+  of two and three agents, those of every CPU experiment's rounds, are searched as before them, so their
+  seeded rounds and every figure measured from them stand.
 
 ``node_budget`` bounds the work of one call, all searches together, in units of about one low-level
 expansion: a state of the single-agent A* costs 1, a state of a joint search ``JOINT_STATE_COST`` and a
@@ -71,9 +78,18 @@ from envengineer.mapf.solver.grid import (
     shortest_path_lengths,
 )
 from envengineer.mapf.solver.joint import JOINT_STATE_COST, _joint_makespan, _pair_makespan, _plan_group
-from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _Cons, _OutOfBudget, _Problem, _space
+from envengineer.mapf.solver.problem import (
+    _NO_CONS,
+    AIDS_MIN_AGENTS,
+    _Budget,
+    _Cons,
+    _OutOfBudget,
+    _Problem,
+    _space,
+)
 
 __all__ = [
+    "AIDS_MIN_AGENTS",
     "CBS_NODE_COST",
     "DEFAULT_NODE_BUDGET",
     "JOINT_SPACE",
@@ -287,9 +303,9 @@ def _optimum(
         shortest.append(d)
     budget = _Budget(node_budget, time_limit)
     try:
-        paths = _solve_soc(prob, budget, joint)
+        paths, groups = _solve_soc(prob, budget, joint)
         costs = [_cost(p, g) for p, g in zip(paths, g_ids, strict=True)]
-        makespan = _solve_makespan(prob, budget, max(shortest), max(costs), joint)
+        makespan = _solve_makespan(prob, budget, max(shortest), max(costs), groups, joint)
     except _OutOfBudget:
         if budget.timed_out:
             raise SolverBudgetExceeded(
@@ -396,7 +412,9 @@ def _search(
             logger.debug("merging agents %s", groups[-1])
 
 
-def _solve_soc(prob: _Problem, budget: _Budget, joint: bool = False) -> list[tuple[int, ...]]:
+def _solve_soc(
+    prob: _Problem, budget: _Budget, joint: bool = False
+) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
     everyone = tuple(range(prob.k))
     if joint or _space(prob) << prob.k <= JOINT_SPACE_SOC:
         paths = _plan_group(prob, everyone, [_NO_CONS] * prob.k, (), _INF, False, budget)
@@ -405,33 +423,38 @@ def _solve_soc(prob: _Problem, budget: _Budget, joint: bool = False) -> list[tup
                 "no conflict-free plan exists: the agents block each other for good (e.g. they must pass "
                 "each other in a dead-end corridor); change the starts, goals or holes"
             )
-        return paths
-    node, _ = _search(prob, budget, None, [(i,) for i in range(prob.k)])
+        return paths, [everyone]
+    node, groups = _search(prob, budget, None, [(i,) for i in range(prob.k)])
     if node is None:
         raise UnsolvableInstance(
             "no conflict-free plan exists: the agents block each other for good (e.g. they must pass each "
             "other in a dead-end corridor); change the starts, goals or holes"
         )
-    return node.paths
+    return node.paths, groups
 
 
-def _solve_makespan(prob: _Problem, budget: _Budget, lb: int, ub: int, joint: bool = False) -> int:
+def _solve_makespan(
+    prob: _Problem, budget: _Budget, lb: int, ub: int, groups: list[tuple[int, ...]], joint: bool = False
+) -> int:
     if lb >= ub:
         return ub
-    # every pair's own makespan (the others ignored) bounds the board's from below; a board whose
-    # SoC-optimal plan is late is often late because of one pair, and then this settles the makespan
-    pairs = sorted(
-        combinations(range(prob.k), 2),
-        key=lambda p: -max(prob.h[p[0]][prob.starts[p[0]]], prob.h[p[1]][prob.starts[p[1]]]),
-    )
-    for a, b in pairs:
-        lb = max(lb, _pair_makespan(prob, a, b, budget, ub))
-        if lb >= ub:
-            return ub
+    if prob.aids:
+        # every pair's own makespan (the others ignored) bounds the board's from below; a board whose
+        # SoC-optimal plan is late is often late because of one pair, and then this settles the makespan
+        pairs = sorted(
+            combinations(range(prob.k), 2),
+            key=lambda p: -max(prob.h[p[0]][prob.starts[p[0]]], prob.h[p[1]][prob.starts[p[1]]]),
+        )
+        for a, b in pairs:
+            lb = max(lb, _pair_makespan(prob, a, b, budget, ub))
+            if lb >= ub:
+                return ub
+        # single agents, whose conflicts have decision diagrams for the dependency pruning, rather than
+        # the SoC search's merged groups
+        groups = [(i,) for i in range(prob.k)]
     if joint or _space(prob) <= JOINT_SPACE:
         return _joint_makespan(prob, budget, lb, ub)
     t = lb
-    groups = [(i,) for i in range(prob.k)]
     while t < ub:
         node, groups = _search(prob, budget, t, groups)
         if node is not None:

@@ -211,7 +211,7 @@ def _cbs(
                 return False
             paths[members[0]] = p
             return True
-        ps = _plan_group(prob, members, cons, others, hz, feas, budget, pairs=True)
+        ps = _plan_group(prob, members, cons, others, hz, feas, budget, pairs=prob.aids)
         if ps is None:
             return False
         for a, p in zip(members, ps, strict=True):
@@ -428,7 +428,7 @@ def _classify(
                 break
         if pair_card:
             card_edges.append((gof[i], gof[j]))
-        elif mi is not None and mj is not None and horizon is not None:
+        elif mi is not None and mj is not None and horizon is not None and prob.aids:
             if not _mdds_compatible(prob, (i, j), mi, mj, budget):
                 return False
     node.chosen = best

@@ -241,7 +241,7 @@ def _cost_to_go(prob: _Problem, a: int, cons: _Cons, budget: _Budget) -> list[li
         return [prob.h[a]]
     # a merged group is replanned at many nodes under the same constraints of a member: computed once
     key = (a, vset, eset, tcons, goal_min, tuple(sorted(blk.items())) if blk else ())
-    known = prob.rows_memo.get(key)
+    known = prob.rows_memo.get(key) if prob.aids else None
     if known is not None:
         return known
     nc, nbrs, goal = prob.nc, prob.nbrs, prob.goals[a]
@@ -277,9 +277,10 @@ def _cost_to_go(prob: _Problem, a: int, cons: _Cons, budget: _Budget) -> list[li
         rows.append(row)
     rows.reverse()
     budget.left -= (tstat + 1) * len(cells) // 4
-    if len(prob.rows_memo) >= 2_048:  # a few tens of MB at most
-        prob.rows_memo.clear()
-    prob.rows_memo[key] = rows
+    if prob.aids:
+        if len(prob.rows_memo) >= 2_048:  # a few tens of MB at most
+            prob.rows_memo.clear()
+        prob.rows_memo[key] = rows
     return rows
 
 

@@ -51,6 +51,16 @@ class _Budget:
         return self.deadline is not None and time.monotonic() > self.deadline
 
 
+#: Boards of at least this many agents get the searches' aids for slow boards: the pairs' tables in a
+#: merged group's search, each pair's makespan as a bound and the dependency pruning of the horizon
+#: searches (which then start from single agents), and the memory of the member rows and of the
+#: constraint sets under which a search found no path. Each keeps the optima but changes the counted work,
+#: and with it which draws a budgeted round keeps, and which of several optimal plans a search finds. On
+#: boards of two and three agents (every CPU experiment's rounds, all fast) the searches stay as they
+#: were measured, so a seeded round of them, and every figure measured from one, is the same as before.
+AIDS_MIN_AGENTS = 4
+
+
 class _OutOfBudget(Exception):
     """Internal: a search used up its share of the budget."""
 
@@ -62,6 +72,7 @@ class _Problem:
         "_chains",
         "_corr",
         "_dist",
+        "aids",
         "dead",
         "goals",
         "h",
@@ -91,6 +102,8 @@ class _Problem:
         self.rows_memo: dict[tuple, list[list[int]]] = {}
         #: per agent, constraint sets (with the horizon) under which its single-agent search found no path
         self.dead: list[list[tuple[_Cons, int]]] = [[] for _ in starts]
+        #: whether the searches use the aids of the slow boards (see :data:`AIDS_MIN_AGENTS`)
+        self.aids = self.k >= AIDS_MIN_AGENTS
         #: the cost-to-go tables of pairs of agents (a merged group's heuristic, ``pairs._pair_table``)
         self.pairs_memo: dict[tuple[int, int], Any] = {}
 
@@ -182,8 +195,8 @@ def _plan(
     # the path ends on the goal no earlier than goal_min: a bound as exact as the distance, and without
     # it a constraint that keeps the agent off its goal until late has A* visit every cell at every time
     # before then
-    dead = prob.dead[i]
-    if any(horizon <= d_horizon and _stricter(cons, d_cons) for d_cons, d_horizon in dead):
+    dead = prob.dead[i] if prob.aids else None
+    if dead and any(horizon <= d_horizon and _stricter(cons, d_cons) for d_cons, d_horizon in dead):
         return None
     f0 = h[s]
     heap: list[tuple[int, int, int, int, int]] = [(0, f0, 0, s, -1) if conflict_first else (f0, 0, 0, s, -1)]
@@ -229,7 +242,7 @@ def _plan(
                     c1 += 1
             push(heap, (c1, f1, -t1, w, key) if conflict_first else (f1, c1, -t1, w, key))
     budget.left -= len(closed)
-    if len(dead) < 16:
+    if dead is not None and len(dead) < 16:
         dead.append((cons, horizon))
     return None
 
