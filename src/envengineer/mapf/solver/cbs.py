@@ -374,8 +374,9 @@ def _classify(
 ) -> bool:
     """Choose the conflict to split on (cardinal first, then semi-cardinal, then the earliest) and raise
     ``node.f`` by the CG heuristic. With a ``horizon``, return ``False`` when some conflict is cardinal
-    for both agents' depth-``horizon`` diagrams, or when two conflicting agents' depth-``horizon``
-    diagrams hold no conflict-free pair of paths: then no plan within the horizon extends the node.
+    for both agents' depth-``horizon`` diagrams, or (with the slow boards' aids, ``prob.aids``) when two
+    conflicting agents' depth-``horizon`` diagrams hold no conflict-free pair of paths: then no plan
+    within the horizon extends the node.
     Agents of merged groups count as never cardinal (their diagrams are not built)."""
     mdds = node.mdds
     paths = node.paths

@@ -146,7 +146,7 @@ def _plan_group(
                 nstate = (nk if nk < m else 0, t1 if t1 < tstat else tstat, ncur, None, m2)
             if nstate in parent:
                 continue
-            if tables:  # a new step's state stands at t + 1; within a step the members before nk do
+            if tables:  # a step's first state: everyone at t + 1; within a step: the members before nk
                 mid = nstate[3] is not None
                 hp = _pairs_bound(
                     tables,
