@@ -26,10 +26,10 @@ import numpy as np
 from envengineer.mapf.solver.grid import _INF, _bfs
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget, _Problem
 
-#: Budget units of one sweep over a pair whose agents reach ``r`` cells: ``PAIR_SETUP_COST + r * r //
-#: PAIR_ENTRIES_PER_UNIT`` (a fixed cost for its twenty numpy calls, and the reads of its ``r * r`` pairs
+#: Budget units of one sweep over a pair whose agents reach ``r`` cells: ``PAIR_SWEEP_COST + r * r //
+#: PAIR_ENTRIES_PER_UNIT`` (the fixed cost of its twenty numpy calls, and the reads of its ``r * r`` pairs
 #: of cells, ten each), measured against the time of a unit of the searches.
-PAIR_SETUP_COST = 16
+PAIR_SWEEP_COST = 16
 PAIR_ENTRIES_PER_UNIT = 150
 
 _BIG = 1 << 20  # "unreachable" inside the numpy arrays (int32, and 2 + _BIG does not overflow)
@@ -98,7 +98,7 @@ def _pair_table(prob: _Problem, i: int, j: int, budget: _Budget) -> _PairTable:
     xs, dirs = np.nonzero(nb[:, 1:] < r)
     ys, dirs_back = nb[xs, dirs + 1], back[xs, dirs]
     dirs_of = np.arange(4)
-    cost = PAIR_SETUP_COST + r * r // PAIR_ENTRIES_PER_UNIT
+    cost = PAIR_SWEEP_COST + r * r // PAIR_ENTRIES_PER_UNIT
     while True:
         budget.left -= cost
         if budget.left < 0 and budget.exhausted():
