@@ -16,14 +16,7 @@ from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.joint import _plan_group
 from envengineer.mapf.solver.pairs import _pair_table
 from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _Cons, _OutOfBudget, _plan, _Problem
-from test_solver import oracle_soc, random_board
-
-OPEN3 = ("...", "...", "...")
-
-
-def _problem(grid, starts, goals) -> _Problem:
-    n = len(grid)
-    return _Problem(grid, [r * n + c for r, c in starts], [r * n + c for r, c in goals])
+from test_solver import OPEN3, _problem, oracle_soc, random_board
 
 
 def _cell(grid, cell: Cell) -> int:

@@ -66,14 +66,14 @@ def _plan_group(
     use_cat = bool(others)
     full = (1 << m) - 1
     start = tuple(prob.starts[a] for a in members)
-    h0 = sum(rows[x][0][start[x]] for x in range(m))
+    hr0 = sum(rows[x][0][start[x]] for x in range(m))
     skey = (0, 0, start, None, 0)
+    h0 = hr0
     if tables:
-        h0 = max(h0, _pairs_bound(tables, rows, last, goals, nbrs, nc, start, None, 0, m, 0, 0, h0))
+        h0 = max(h0, _pairs_bound(tables, rows, last, goals, nbrs, nc, start, None, 0, m, 0, 0, hr0))
     # entries: (3 ordering keys, counter, t, g, conflicts, the members' own cost-to-go summed, state,
     # parent state). With conflict_first: fewest conflicts, then f; otherwise f, then the deepest state (a
     # dive), then fewest conflicts.
-    hr0 = sum(rows[x][0][start[x]] for x in range(m))
     heap: list = [
         (0, h0, 0, 0, 0, 0, 0, hr0, skey, None) if conflict_first else (h0, 0, 0, 0, 0, 0, 0, hr0, skey, None)
     ]
