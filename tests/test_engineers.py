@@ -316,6 +316,40 @@ def test_threshold_failures_weighting_sends_data_where_the_policy_fails() -> Non
         ThresholdCurriculum(weighting="loss")  # type: ignore[arg-type]
 
 
+def test_threshold_keep_levels_moves_the_data_only() -> None:
+    # every size at its own off-ladder hole and wait ratio, as a random round-0 configuration leaves them
+    start = RoundConfig.model_validate(
+        {
+            "num_samples": 32,
+            "sizes": {
+                "3": knobs(0.4, 0.47, 0.39),
+                "4": knobs(0.1, 0.12, 0.72),
+                "5": knobs(0.3, 0.26, 0.6),
+                "6": knobs(0.2, 0.05, 0.93),
+            },
+        }
+    )
+    rates = {3: 90.0, 4: 40.0, 5: 5.0}
+    kept = ThresholdCurriculum(weighting="failures", keep_levels=True, momentum=0.0)
+    d = kept.propose(request(1, start, rates))
+    # the knobs stay exactly as they were, 3x3 above `upper` and 5x5 below `lower` included
+    assert {n: (s.hole_ratio, s.wait_ratio) for n, s in d.config.sizes.items()} == {
+        3: (0.47, 0.39),
+        4: (0.12, 0.72),
+        5: (0.26, 0.6),
+        6: (0.05, 0.93),
+    }
+    assert {m["move"] for m in d.details["sizes"].values()} == {"kept"} and d.details["keep_levels"] is True
+    # the data is the failures weighting's, by hand as above: 0.15, 0.65, 1.0, 0.55 over 2.35
+    assert {n: s.data_ratio for n, s in d.config.sizes.items()} == {3: 0.064, 4: 0.277, 5: 0.426, 6: 0.234}
+    # without the option the ladder snaps and moves the same sizes
+    moved = ThresholdCurriculum(weighting="failures", momentum=0.0).propose(request(1, start, rates))
+    assert moved.config.sizes[3].hole_ratio != 0.47 and moved.config.sizes[5].wait_ratio != 0.6
+    assert ThresholdCurriculum.from_options({"keep_levels": True}).keep_levels is True
+    with pytest.raises(ConfigError, match="keep_levels"):
+        ThresholdCurriculum(keep_levels="yes")  # type: ignore[arg-type]
+
+
 def test_threshold_options_are_checked() -> None:
     assert ThresholdCurriculum.from_options({"upper": 0.8, "levels": [[0, 0], [0.2, 0.5]]}).levels == (
         (0.0, 0.0),

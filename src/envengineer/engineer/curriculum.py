@@ -15,6 +15,9 @@ A classic learning-progress curriculum over the same knobs the LLM engineers con
   plan of every board, whether the policy solves it or not, so its data goes where the policy still
   fails rather than where a sampled group would vary (p (1 - p) gives a size the policy never solves no
   weight at all, though its plans are the ones it has most to learn from).
+* **Levels kept.** With ``keep_levels=True`` no size moves on the ladder: each keeps the hole and wait
+  ratio it has, and only the data moves. This separates the two changes the ladder makes (where the
+  data goes, and how hard each size's boards are).
 
 Success rates are pooled over the validation set's agent counts (weighted by instance counts).
 
@@ -64,6 +67,7 @@ class ThresholdCurriculum:
         metric: ``valid`` or ``optimal`` success rate.
         weighting: ``frontier`` (target weight ``floor + 4 p (1 - p)``) or ``failures``
             (``floor + (1 - p)``, for a supervised learner).
+        keep_levels: Keep every size's hole and wait ratio as they are (only the data moves).
         name: The engineer's name in records.
 
     >>> from envengineer.mapf.config import RoundConfig
@@ -83,6 +87,7 @@ class ThresholdCurriculum:
     momentum: float = 0.5
     metric: Literal["valid", "optimal"] = "valid"
     weighting: Literal["frontier", "failures"] = "frontier"
+    keep_levels: bool = False
     name: str = "threshold"
 
     baseline = "threshold"  # the kind in records (a class attribute, not an option)
@@ -120,6 +125,8 @@ class ThresholdCurriculum:
             raise ConfigError(f"metric must be 'valid' or 'optimal', got {self.metric!r}")
         if self.weighting not in ("frontier", "failures"):
             raise ConfigError(f"weighting must be 'frontier' or 'failures', got {self.weighting!r}")
+        if not isinstance(self.keep_levels, bool):
+            raise ConfigError(f"keep_levels must be true or false, got {self.keep_levels!r}")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], *, name: str | None = None) -> ThresholdCurriculum:
@@ -168,7 +175,9 @@ class ThresholdCurriculum:
             sc = config.sizes[n]
             level = self.level_of(sc.hole_ratio, sc.wait_ratio, space.hole_ratio_max)
             rate = rates[n][self.metric] / 100.0 if n in rates else None
-            if rate is None:
+            if self.keep_levels:
+                new, move = level, "kept"
+            elif rate is None:
                 new, move = level, "stay (not validated)"
             elif rate > self.upper:
                 new, move = min(level + self.step, top), "up"
@@ -180,7 +189,7 @@ class ThresholdCurriculum:
                 move += " (at the end of the ladder)"
             p = 0.5 if rate is None else rate
             weights[n] = self.floor + (1.0 - p if self.weighting == "failures" else 4.0 * p * (1.0 - p))
-            h, w = self.levels[new]
+            h, w = (sc.hole_ratio, sc.wait_ratio) if self.keep_levels else self.levels[new]
             knobs[n] = (min(h, space.hole_ratio_max), w)
             moves[str(n)] = {
                 "rate": None if rate is None else round(rate, 4),
@@ -231,6 +240,7 @@ class ThresholdCurriculum:
                 "step": self.step,
                 "metric": self.metric,
                 "weighting": self.weighting,
+                "keep_levels": self.keep_levels,
                 "floor": self.floor,
                 "momentum": self.momentum,
                 "levels": [list(lv) for lv in self.levels],
