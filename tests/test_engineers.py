@@ -350,6 +350,35 @@ def test_threshold_keep_levels_moves_the_data_only() -> None:
         ThresholdCurriculum(keep_levels="yes")  # type: ignore[arg-type]
 
 
+def test_threshold_keep_data_moves_the_levels_only() -> None:
+    start = RoundConfig.model_validate(
+        {
+            "num_samples": 32,
+            "sizes": {
+                "3": knobs(0.308, 0.2, 0.4),
+                "4": knobs(0.015, 0.2, 0.4),
+                "5": knobs(0.5, 0.2, 0.4),
+                "6": knobs(0.177, 0.2, 0.4),
+            },
+        }
+    )
+    # a ladder that only climbs: above 20 % a size moves one level up, nothing moves down
+    cur = ThresholdCurriculum(upper=0.2, lower=0.0, keep_data=True, momentum=0.0)
+    d = cur.propose(request(1, start, {3: 90.0, 4: 40.0, 5: 5.0}))
+    # by hand: 3x3 and 4x4 (90 %, 40 %) move from level 2 (0.2, 0.4) to 3 (0.3, 0.6); 5x5 (5 %) and 6x6
+    # (not validated) stay; every data ratio is the one it had
+    assert {n: (s.hole_ratio, s.wait_ratio) for n, s in d.config.sizes.items()} == {
+        3: (0.3, 0.6),
+        4: (0.3, 0.6),
+        5: (0.2, 0.4),
+        6: (0.2, 0.4),
+    }
+    assert {n: s.data_ratio for n, s in d.config.sizes.items()} == {3: 0.308, 4: 0.015, 5: 0.5, 6: 0.177}
+    assert d.details["keep_data"] is True
+    with pytest.raises(ConfigError, match="fixed"):
+        ThresholdCurriculum(keep_levels=True, keep_data=True)
+
+
 def test_threshold_options_are_checked() -> None:
     assert ThresholdCurriculum.from_options({"upper": 0.8, "levels": [[0, 0], [0.2, 0.5]]}).levels == (
         (0.0, 0.0),

@@ -17,7 +17,8 @@ A classic learning-progress curriculum over the same knobs the LLM engineers con
   weight at all, though its plans are the ones it has most to learn from).
 * **Levels kept.** With ``keep_levels=True`` no size moves on the ladder: each keeps the hole and wait
   ratio it has, and only the data moves. This separates the two changes the ladder makes (where the
-  data goes, and how hard each size's boards are).
+  data goes, and how hard each size's boards are). With ``keep_data=True`` it is the other way round:
+  every size keeps its data ratio, and only the levels move.
 
 Success rates are pooled over the validation set's agent counts (weighted by instance counts).
 
@@ -68,6 +69,7 @@ class ThresholdCurriculum:
         weighting: ``frontier`` (target weight ``floor + 4 p (1 - p)``) or ``failures``
             (``floor + (1 - p)``, for a supervised learner).
         keep_levels: Keep every size's hole and wait ratio as they are (only the data moves).
+        keep_data: Keep every size's data ratio as it is (only the levels move).
         name: The engineer's name in records.
 
     >>> from envengineer.mapf.config import RoundConfig
@@ -88,6 +90,7 @@ class ThresholdCurriculum:
     metric: Literal["valid", "optimal"] = "valid"
     weighting: Literal["frontier", "failures"] = "frontier"
     keep_levels: bool = False
+    keep_data: bool = False
     name: str = "threshold"
 
     baseline = "threshold"  # the kind in records (a class attribute, not an option)
@@ -125,8 +128,13 @@ class ThresholdCurriculum:
             raise ConfigError(f"metric must be 'valid' or 'optimal', got {self.metric!r}")
         if self.weighting not in ("frontier", "failures"):
             raise ConfigError(f"weighting must be 'frontier' or 'failures', got {self.weighting!r}")
-        if not isinstance(self.keep_levels, bool):
-            raise ConfigError(f"keep_levels must be true or false, got {self.keep_levels!r}")
+        for option in ("keep_levels", "keep_data"):
+            if not isinstance(getattr(self, option), bool):
+                raise ConfigError(f"{option} must be true or false, got {getattr(self, option)!r}")
+        if self.keep_levels and self.keep_data:
+            raise ConfigError(
+                "keep_levels and keep_data together change nothing; use the engineer kind 'fixed'"
+            )
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], *, name: str | None = None) -> ThresholdCurriculum:
@@ -204,7 +212,7 @@ class ThresholdCurriculum:
         for n in sorted(config.sizes):
             ratio = self.momentum * prev[n] + (1.0 - self.momentum) * target[n]
             sizes[n] = {
-                "data_ratio": round(ratio, 3),
+                "data_ratio": config.sizes[n].data_ratio if self.keep_data else round(ratio, 3),
                 "hole_ratio": round(knobs[n][0], 3),
                 "wait_ratio": round(knobs[n][1], 3),
             }
@@ -241,6 +249,7 @@ class ThresholdCurriculum:
                 "metric": self.metric,
                 "weighting": self.weighting,
                 "keep_levels": self.keep_levels,
+                "keep_data": self.keep_data,
                 "floor": self.floor,
                 "momentum": self.momentum,
                 "levels": [list(lv) for lv in self.levels],
