@@ -7,9 +7,16 @@ default, so that other jobs on the machine do not inflate it; ``--clock wall`` f
 script prints the median, the 95th and 99th percentiles and the worst time per board, how many boards
 need a wait, how many were proven to have no plan and how many exceeded the node budget.
 
+``--units`` also reports the work of each board in the solver's budget units (``last_units``), which do
+not depend on the machine or on what else runs on it: the median, the 95th and 99th percentiles and the
+largest per board, how many boards spent over ``UNITS_MARK`` units and how many ran over the budget (those
+count their units at the budget plus the last step's overshoot). ``--show-slowest`` then lists the boards
+that spent the most units rather than the most time.
+
 Usage::
 
     python benchmarks/bench_solver.py --agents 5 --size 10 -n 200 --seed 0
+    python benchmarks/bench_solver.py --agents 5 --size 10 -n 200 --seed 7 --units --show-slowest 5
     python benchmarks/bench_solver.py --agents 3 --size 3 -n 500 --holes 0.3
 """
 
@@ -22,7 +29,10 @@ import numpy as np
 
 from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.instance import Cell
-from envengineer.mapf.solver import DEFAULT_NODE_BUDGET, solve
+from envengineer.mapf.solver import DEFAULT_NODE_BUDGET, last_units, solve
+
+#: ``--units`` counts the boards that spent more than this many units (a slow board of the tail).
+UNITS_MARK = 4_000
 
 
 def _components(free: np.ndarray) -> np.ndarray:
@@ -87,11 +97,13 @@ def main(argv: list[str] | None = None) -> None:
         "--clock", choices=("cpu", "wall"), default="cpu", help="time.process_time or perf_counter"
     )
     ap.add_argument("--show-slowest", type=int, default=0, help="print the N slowest boards")
+    ap.add_argument(
+        "--units", action="store_true", help="also report the budget units each board used (deterministic)"
+    )
     args = ap.parse_args(argv)
 
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    times: list[float] = []
-    slow: list[tuple[float, list[str], list[Cell], list[Cell], str]] = []
+    boards: list[tuple[int, float, int, list[str], list[Cell], list[Cell], str]] = []
     budget = unsolvable = wait = 0
     for i in range(args.n):
         rng = np.random.default_rng(np.random.SeedSequence((args.seed, args.agents, args.size, i)))
@@ -99,7 +111,8 @@ def main(argv: list[str] | None = None) -> None:
         t0 = clock()
         outcome = "ok"
         try:
-            sol = solve(grid, starts, goals, node_budget=args.node_budget)
+            # without the memo every call searches, so that last_units is this board's
+            sol = solve(grid, starts, goals, node_budget=args.node_budget, memo=not args.units)
             wait += sol.needs_wait
         except UnsolvableInstance:
             unsolvable += 1
@@ -108,10 +121,9 @@ def main(argv: list[str] | None = None) -> None:
             budget += 1
             outcome = "budget"
         dt = (clock() - t0) * 1000
-        times.append(dt)
-        slow.append((dt, grid, starts, goals, outcome))
+        boards.append((i, dt, last_units() if args.units else 0, grid, starts, goals, outcome))
 
-    arr = np.asarray(times)
+    arr = np.asarray([b[1] for b in boards])
     print(
         f"agents={args.agents} size={args.size} n={args.n} seed={args.seed} "
         f"holes={'U[0,0.5]' if args.holes is None else args.holes} "
@@ -123,8 +135,21 @@ def main(argv: list[str] | None = None) -> None:
         f"mean {arr.mean():.2f} ms | total {arr.sum() / 1000:.2f} s"
     )
     print(f"needs wait {wait} | proven unsolvable {unsolvable} | budget exceeded {budget}")
-    for dt, grid, starts, goals, outcome in sorted(slow, key=lambda x: -x[0])[: args.show_slowest]:
-        print(f"{dt:9.1f} ms  {outcome:10s} grid={grid} starts={starts} goals={goals}")
+    if args.units:
+        _report_units(np.asarray([b[2] for b in boards]), budget)
+    order = 2 if args.units else 1  # the most units (deterministic) or the most time
+    slowest = sorted(boards, key=lambda b: -b[order])[: args.show_slowest]
+    for i, dt, units, grid, starts, goals, outcome in slowest:
+        spent = f"{units:8d} units " if args.units else ""
+        print(f"#{i:<4d} {dt:9.1f} ms {spent} {outcome:10s} grid={grid} starts={starts} goals={goals}")
+
+
+def _report_units(units: np.ndarray, over_budget: int) -> None:
+    print(
+        f"units: median {np.median(units):,.0f} | p95 {np.percentile(units, 95):,.0f} | "
+        f"p99 {np.percentile(units, 99):,.0f} | max {units.max():,d} | "
+        f"over {UNITS_MARK:,d} units {int((units > UNITS_MARK).sum())} | over budget {over_budget}"
+    )
 
 
 if __name__ == "__main__":

@@ -371,6 +371,27 @@ def test_tiny_budget_raises():
         solve(OPEN3, [(0, 0), (0, 2)], [(0, 2), (0, 0)], node_budget=1)
 
 
+def test_last_units_counts_the_last_search_whatever_its_outcome():
+    """What ``bench_solver.py --units`` reports: a budget that settles the board spends what the search
+    needs (the same again with a larger budget), one that runs out reports more than it held, a memo hit
+    leaves the figure, and a goal out of reach spends nothing."""
+    board = (OPEN3, [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    solve(*board, memo=False)
+    spent = solver_module.last_units()
+    assert 0 < spent
+    solve(*board, node_budget=10 * spent, memo=False)
+    assert solver_module.last_units() == spent
+    with pytest.raises(SolverBudgetExceeded):
+        solve(*board, node_budget=spent // 2, memo=False)
+    assert solver_module.last_units() > spent // 2
+    solve(*board)
+    solve(*board)  # from the memo: no search
+    assert solver_module.last_units() == spent
+    with pytest.raises(UnsolvableInstance):
+        solve(("...", "HHH", "..."), [(0, 0)], [(2, 0)], memo=False)
+    assert solver_module.last_units() == 0
+
+
 @pytest.mark.parametrize(
     ("starts", "goals"),
     [([(0, 0)], [(0, 1), (1, 1)]), ([(0, 0), (0, 0)], [(1, 1), (2, 2)]), ([(0, 3)], [(0, 0)])],

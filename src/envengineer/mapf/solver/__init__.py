@@ -104,6 +104,7 @@ __all__ = [
     "check_limits",
     "distance_map",
     "joint_space",
+    "last_units",
     "paths_to_actions",
     "remember",
     "shortest_path_lengths",
@@ -289,6 +290,7 @@ def _optimum(
     """The optima of a checked board and an SoC-optimal plan as integer cells, every path padded to the
     plan's horizon; raises as :func:`solve` does. ``joint`` takes the joint searches whatever the board's
     size (:func:`solve_joint`)."""
+    _LAST.units = 0  # a goal out of reach is refused before any search
     prob = _Problem(grid, s_ids, g_ids)
     n = prob.n
     shortest = []
@@ -316,10 +318,29 @@ def _optimum(
             f"the optimum was not settled within node_budget={node_budget}; raise node_budget or use a board "
             "with fewer agents or more room to pass"
         ) from None
+    finally:
+        _LAST.units = budget.used
     soc = sum(costs)
     horizon = max(costs)
     cells = tuple(tuple(p[t] if t < len(p) else p[-1] for t in range(horizon + 1)) for p in paths)
     return soc, makespan, sum(shortest), cells
+
+
+_LAST = threading.local()
+
+
+def last_units() -> int:
+    """The budget units (see the module docstring) that this thread's last search spent, whatever its
+    outcome: above the node budget when it ran out, 0 when a goal was out of reach. A call answered from
+    :data:`MEMO` runs no search and leaves the figure as it was; pass ``memo=False`` to count every call.
+    A figure kept after the search, so :func:`solve` pays nothing for it (``benchmarks/bench_solver.py
+    --units`` reports it).
+
+    >>> _ = solve(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)], memo=False)
+    >>> 0 < last_units() < DEFAULT_NODE_BUDGET
+    True
+    """
+    return getattr(_LAST, "units", 0)
 
 
 class _Memo:

@@ -47,6 +47,11 @@ class _Budget:
         return self.left < 0
 
     @property
+    def used(self) -> int:
+        """Units spent so far; above ``total`` when a search ran out (by the overshoot of its last step)."""
+        return self.total - self.left - self.reserve
+
+    @property
     def timed_out(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
 
