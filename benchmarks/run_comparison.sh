@@ -26,7 +26,6 @@ mkdir -p "$OUT"
 one_run() {  # one_run ARM SEED
   local arm=$1 seed=$2 dir="$OUT/cpu-policy-$1-s$2" fixed="$OUT/cpu-policy-main-fixed-s$2"
   local log="$OUT/log-$arm-s$seed.txt"
-  if [ -f "$dir/benchmark/scores.json" ]; then echo "done already: $dir"; return 0; fi
   if [ -f "$dir/experiment.yaml" ]; then
     "$ENVENGINEER" run --resume "$dir" --no-progress >>"$log" 2>&1
   elif [ "$arm" = main-fixed ]; then
@@ -44,9 +43,17 @@ one_run() {  # one_run ARM SEED
     "$ENVENGINEER" run "experiments/cpu/policy-$arm.yaml" --seed "$seed" --out "$dir" $SETTINGS \
       --share-from "$fixed" --no-progress >"$log" 2>&1
   fi
-  echo "finished: $dir ($(date +%H:%M))"
 }
-export -f one_run
+
+run_and_say() {  # run_and_say ARM SEED: skipped when finished; a run that ends without its benchmark says so
+  local dir="$OUT/cpu-policy-$1-s$2"
+  if [ -f "$dir/benchmark/scores.json" ]; then echo "done already: $dir"; return 0; fi
+  one_run "$1" "$2" || true
+  if [ -f "$dir/benchmark/scores.json" ]; then echo "finished: $dir ($(date +%H:%M))"
+  else echo "FAILED: $dir (its log: $OUT/log-$1-s$2.txt)" >&2; fi
+}
+
+export -f one_run run_and_say
 
 # every seed's fixed arm first, so no lane waits long for a source; then the other arms seed by seed
 {
@@ -54,4 +61,4 @@ export -f one_run
   for s in $SEEDS; do
     for arm in $ARMS; do echo "$arm $s"; done
   done
-} | xargs -P "$LANES" -L 1 bash -c 'one_run "$0" "$1"'
+} | xargs -P "$LANES" -L 1 bash -c 'run_and_say "$0" "$1"'
