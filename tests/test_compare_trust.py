@@ -225,6 +225,32 @@ def test_bootstrap_intervals_per_arm_and_the_difference_to_a_reference(a: Path, 
         compare_runs(same, out=out, against="nope")
 
 
+def test_arms_benchmarked_on_other_instances_get_no_benchmark_difference(a: Path, tmp_path: Path) -> None:
+    flat = [_arm_run(a, tmp_path, "flat", s, 30.0) for s in range(2)]
+    other = [_arm_run(a, tmp_path, "other", s, 20.0) for s in range(2)]
+    for run in flat:  # the reference: a run written before benchmark versions, so scored on v1
+        exp = yaml.safe_load((run / "experiment.yaml").read_text())
+        del exp["evaluation"]["benchmark_path"]
+        exp["evaluation"].pop("benchmark_version", None)
+        (run / "experiment.yaml").write_text(yaml.safe_dump(exp))
+        rehash_ledger(run)
+    out = tmp_path / "out"
+    compare_runs([*flat, *other], out=out, against="flat")
+    record = _record(out)
+    # the benchmark scores of the two arms are other instances: no difference, and a note that says why
+    assert "benchmark" not in record["intervals"]["differences"]["other"]
+    assert "validation" in record["intervals"]["differences"]["other"]
+    assert record["intervals"]["arms"]["other"]["benchmark"]["mean"]["valid"]["mean"] == 20.0
+    (note,) = [w for w in record["warnings"] if "benchmarked on" in w]
+    assert "'flat' on v1" in note and "left out" in note
+    assert "| `other` | benchmark |" not in (out / "compare.md").read_text().split("### Difference")[1]
+    # the same instances again: the difference is back
+    compare_runs(
+        [*other, *[_arm_run(a, tmp_path, "flat2", s, 30.0) for s in range(2)]], out=out, against="flat2"
+    )
+    assert _record(out)["intervals"]["differences"]["other"]["benchmark"]["mean"]["valid"]["mean"] == -10.0
+
+
 def test_learning_curves_per_arm_are_means_over_seeds_with_intervals(a: Path, tmp_path: Path) -> None:
     from types import SimpleNamespace as NS
 

@@ -447,6 +447,19 @@ def shared_seeds(arms: Sequence[Arm]) -> list[str]:
     return out
 
 
+def unpaired_benchmarks(arms: Sequence[Arm], against: str | None) -> dict[str, str]:
+    """Arms whose benchmark was other instances than the reference arm's, each with a note saying so:
+    a difference between scores on other instances is no difference between the arms."""
+    sets = {a.name: sorted({r.benchmark_set for r in a.runs if r.benchmark}) for a in arms}
+    ref = sets.get(against or "", [])
+    return {
+        name: f"arm {name!r} was benchmarked on {' and '.join(s)}, the reference {against!r} on "
+        f"{' and '.join(ref)}: its benchmark difference is left out"
+        for name, s in sets.items()
+        if name != against and s and ref and s != ref
+    }
+
+
 def compare_runs(
     run_dirs: Sequence[str | Path],
     *,
@@ -492,7 +505,8 @@ def compare_runs(
     grouped, copies = drop_copies(grouped)
     pooled = {id(r) for a in grouped for r in a.runs}
     runs = [r for r in runs if id(r) in pooled]
-    notes += copies + mixtures + shared_seeds(grouped)
+    unpaired = unpaired_benchmarks(grouped, against)
+    notes += copies + mixtures + shared_seeds(grouped) + list(unpaired.values())
     damaged = [f"{r.root}: {d}" for r in runs for d in r.damaged]
     for note in notes + damaged:
         log.warning("%s", note)
@@ -500,6 +514,7 @@ def compare_runs(
     intervals = arm_intervals(
         {a.name: {w: [s for s in (_scores_of(r, w) for r in a.runs) if s] for w in _SPLITS} for a in grouped},
         against,
+        unpaired={(name, "benchmark") for name in unpaired},
     )
     out = Path(out)
     fig = compare_figure(agents, rows, out / "compare.png")

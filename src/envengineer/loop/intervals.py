@@ -12,7 +12,7 @@ has a mean and no interval (``None``): one run says nothing about the spread.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 RESAMPLES = 10_000
@@ -99,12 +99,15 @@ def seed_values(scores: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list
 
 
 def arm_intervals(
-    arm_scores: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]], against: str | None = None
+    arm_scores: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]],
+    against: str | None = None,
+    unpaired: Collection[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     """Intervals per arm, and differences to ``against``, from ``{arm: {which: [scores per run]}}``.
 
-    ``which`` is ``benchmark`` or ``validation``. The result is what ``compare.json`` holds under
-    ``intervals``.
+    ``which`` is ``benchmark`` or ``validation``. ``unpaired`` names the ``(arm, which)`` scores that
+    were taken on other instances than the reference's: they get no difference. The result is what
+    ``compare.json`` holds under ``intervals``.
     """
     values = {arm: {w: seed_values(s) for w, s in per.items()} for arm, per in arm_scores.items()}
     out: dict[str, Any] = {
@@ -134,6 +137,7 @@ def arm_intervals(
                 if label in ref.get(w, {})
             }
             for w, vals in per.items()
+            if (arm, w) not in unpaired
         }
     return out
 
