@@ -511,11 +511,7 @@ def compare_runs(
     for note in notes + damaged:
         log.warning("%s", note)
     agents, rows = comparison_rows(runs)
-    intervals = arm_intervals(
-        {a.name: {w: [s for s in (_scores_of(r, w) for r in a.runs) if s] for w in _SPLITS} for a in grouped},
-        against,
-        unpaired={(name, "benchmark") for name in unpaired},
-    )
+    intervals = _intervals(grouped, against, unpaired)
     out = Path(out)
     fig = compare_figure(agents, rows, out / "compare.png")
     alloc = allocation_figure(runs, out / "allocation.png")
@@ -544,6 +540,14 @@ def compare_runs(
 
 
 _SPLITS = ("benchmark", "validation")
+
+
+def _intervals(arms: Sequence[Arm], against: str | None, unpaired: Mapping[str, str]) -> dict[str, Any]:
+    """Each arm's intervals and its difference to ``against``; an unpaired arm's benchmark gets none."""
+    scores = {
+        a.name: {w: [s for s in (_scores_of(r, w) for r in a.runs) if s] for w in _SPLITS} for a in arms
+    }
+    return arm_intervals(scores, against, {(name, "benchmark") for name in unpaired})
 
 
 def _curves(arms: Sequence[Arm], out: Path) -> tuple[dict[str, Any], str]:
