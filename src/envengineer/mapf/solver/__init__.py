@@ -32,12 +32,16 @@ Algorithms
   depth-``T`` decision diagrams, or (with ``AIDS_MIN_AGENTS`` agents or more) when two conflicting agents'
   depth-``T`` diagrams hold no pair of paths without a conflict (the dependency check of CBSH, used here
   only to prune).
+* **Regions** — on boards of at least ``AIDS_MIN_AGENTS`` agents, agents that stand in different connected
+  regions of frozen cells never meet, so each region is searched as a board of its own, the smallest
+  first (a region without a plan, such as two agents that must swap in a dead end, is found at once);
+  the sum of costs is the regions' sum and the makespan their largest.
 * **Aids of the slow boards** — the pairs' tables, the pairs' makespans and the dependency pruning above,
-  and the memory of a member's rows and of the constraint sets under which a search found no path, serve
-  boards of at least ``AIDS_MIN_AGENTS`` (4) agents only: each keeps the optima but changes the counted
-  work, and with it which draws a budgeted training round keeps and which optimal plan is found. Boards
-  of two and three agents, those of every CPU experiment's rounds, are searched as before them, so their
-  seeded rounds and every figure measured from them stand.
+  the memory of a member's rows and of the constraint sets under which a search found no path, and the
+  regions searched apart, serve boards of at least ``AIDS_MIN_AGENTS`` (4) agents only: each keeps the
+  optima but changes the counted work, and with it which draws a budgeted training round keeps and
+  which optimal plan is found. Boards of two and three agents, those of every CPU experiment's rounds,
+  are searched as before them, so their seeded rounds and every figure measured from them stand.
 
 ``node_budget`` bounds the work of one call, all searches together, in units of about one low-level
 expansion: a state of the single-agent A* costs 1, a state of a joint search ``JOINT_STATE_COST`` and a
@@ -130,6 +134,10 @@ MERGE_AFTER = 16
 #: ``JOINT_SPACE_SOC`` their sum of costs too (no CBS).
 JOINT_SPACE = 50_000
 JOINT_SPACE_SOC = 40_000
+#: A region of a board whose agents stand in several (see ``_solve_parts``) takes the joint searches in place
+#: of CBS only up to this space (both of its searches): its regions are small, and the joint searches'
+#: thresholds above, measured on whole boards of two and three agents, would send most of them there.
+PART_JOINT_SPACE = 1_000
 
 
 @dataclass(frozen=True)
@@ -305,9 +313,13 @@ def _optimum(
         shortest.append(d)
     budget = _Budget(node_budget, time_limit)
     try:
-        paths, groups = _solve_soc(prob, budget, joint)
-        costs = [_cost(p, g) for p, g in zip(paths, g_ids, strict=True)]
-        makespan = _solve_makespan(prob, budget, max(shortest), max(costs), groups, joint)
+        parts = _regions(prob) if prob.aids and not joint else [tuple(range(prob.k))]
+        if len(parts) == 1:
+            paths, groups = _solve_soc(prob, budget, joint)
+            costs = [_cost(p, g) for p, g in zip(paths, g_ids, strict=True)]
+            makespan = _solve_makespan(prob, budget, max(shortest), max(costs), groups, joint)
+        else:
+            paths, costs, makespan = _solve_parts(grid, prob, parts, budget, max(shortest))
     except _OutOfBudget:
         if budget.timed_out:
             raise SolverBudgetExceeded(
@@ -324,6 +336,56 @@ def _optimum(
     horizon = max(costs)
     cells = tuple(tuple(p[t] if t < len(p) else p[-1] for t in range(horizon + 1)) for p in paths)
     return soc, makespan, sum(shortest), cells
+
+
+def _regions(prob: _Problem) -> list[tuple[int, ...]]:
+    """The agents grouped by the connected region of frozen cells they stand in (a goal lies in its start's
+    region, or the board was refused before). Agents of two regions never meet, so each region is a board
+    of its own."""
+    parts: list[list[int]] = []
+    for a in range(prob.k):
+        part = next((p for p in parts if prob.h[p[0]][prob.starts[a]] < _INF), None)
+        if part is None:
+            parts.append([a])
+        else:
+            part.append(a)
+    return [tuple(p) for p in parts]
+
+
+def _solve_parts(
+    grid: Sequence[str], prob: _Problem, parts: list[tuple[int, ...]], budget: _Budget, lb: int
+) -> tuple[list[tuple[int, ...]], list[int], int]:
+    """Paths, costs and the optimal makespan of a board whose agents stand in several regions, each region
+    searched as a board of its own (with the whole board's aids) under the one budget.
+
+    Without it CBS resolves the conflicts of the regions in one tree, which grows with the product of their
+    trees rather than their sum, and a region that has no plan (two agents that must swap in a dead end)
+    waits behind the others' conflicts. The smallest regions go first: a region without a plan is found
+    at once, before the large ones are searched. The optimal sum of costs is the regions' sum and the
+    optimal makespan their largest, so a region's makespan is searched only where its plan's may exceed
+    what the others already need."""
+    subs = [
+        (part, _Problem(grid, [prob.starts[a] for a in part], [prob.goals[a] for a in part], aids=True))
+        for part in parts
+    ]
+    subs.sort(key=lambda ps: _space(ps[1]) << len(ps[0]))
+    paths: list[tuple[int, ...]] = [()] * prob.k
+    costs = [0] * prob.k
+    found = []
+    for part, sub in subs:
+        sub_paths, groups = _solve_soc(sub, budget, joint_space=PART_JOINT_SPACE)
+        sub_costs = [_cost(p, g) for p, g in zip(sub_paths, sub.goals, strict=True)]
+        for a, p, c in zip(part, sub_paths, sub_costs, strict=True):
+            paths[a], costs[a] = p, c
+        found.append((max(sub_costs), sub, groups))
+    makespan = lb  # the longest shortest path of the board: every region's makespan is at least its own
+    for ub, sub, groups in sorted(found, key=lambda x: -x[0]):
+        if ub > makespan:
+            # the least horizon at or above what the board needs already at which this region has a plan
+            floor = max(makespan, *(sub.h[x][sub.starts[x]] for x in range(sub.k)))
+            own = _solve_makespan(sub, budget, floor, ub, groups, joint_space=PART_JOINT_SPACE)
+            makespan = max(makespan, own)
+    return paths, costs, makespan
 
 
 _LAST = threading.local()
@@ -434,10 +496,10 @@ def _search(
 
 
 def _solve_soc(
-    prob: _Problem, budget: _Budget, joint: bool = False
+    prob: _Problem, budget: _Budget, joint: bool = False, joint_space: int = JOINT_SPACE_SOC
 ) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
     everyone = tuple(range(prob.k))
-    if joint or _space(prob) << prob.k <= JOINT_SPACE_SOC:
+    if joint or _space(prob) << prob.k <= joint_space:
         paths = _plan_group(prob, everyone, [_NO_CONS] * prob.k, (), _INF, False, budget)
         if paths is None:
             raise UnsolvableInstance(
@@ -455,7 +517,13 @@ def _solve_soc(
 
 
 def _solve_makespan(
-    prob: _Problem, budget: _Budget, lb: int, ub: int, groups: list[tuple[int, ...]], joint: bool = False
+    prob: _Problem,
+    budget: _Budget,
+    lb: int,
+    ub: int,
+    groups: list[tuple[int, ...]],
+    joint: bool = False,
+    joint_space: int = JOINT_SPACE,
 ) -> int:
     if lb >= ub:
         return ub
@@ -473,7 +541,7 @@ def _solve_makespan(
         # single agents, whose conflicts have decision diagrams for the dependency pruning, rather than
         # the SoC search's merged groups
         groups = [(i,) for i in range(prob.k)]
-    if joint or _space(prob) <= JOINT_SPACE:
+    if joint or _space(prob) <= joint_space:
         return _joint_makespan(prob, budget, lb, ub)
     t = lb
     while t < ub:

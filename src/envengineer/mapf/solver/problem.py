@@ -91,7 +91,9 @@ class _Problem:
         "starts",
     )
 
-    def __init__(self, grid: Sequence[str], starts: Sequence[int], goals: Sequence[int]) -> None:
+    def __init__(
+        self, grid: Sequence[str], starts: Sequence[int], goals: Sequence[int], aids: bool | None = None
+    ) -> None:
         self.n = len(grid)
         self.nc = self.n * self.n
         self.nbrs = _neighbours(grid)
@@ -107,8 +109,9 @@ class _Problem:
         self.rows_memo: dict[tuple, list[list[int]]] = {}
         #: per agent, constraint sets (with the horizon) under which its single-agent search found no path
         self.dead: list[list[tuple[_Cons, int]]] = [[] for _ in starts]
-        #: whether the searches use the aids of the slow boards (see :data:`AIDS_MIN_AGENTS`)
-        self.aids = self.k >= AIDS_MIN_AGENTS
+        #: whether the searches use the aids of the slow boards (see :data:`AIDS_MIN_AGENTS`; a part of a
+        #: board, ``aids`` given, keeps the whole board's)
+        self.aids = self.k >= AIDS_MIN_AGENTS if aids is None else aids
         #: the cost-to-go tables of pairs of agents (a merged group's heuristic, ``pairs._pair_table``)
         self.pairs_memo: dict[tuple[int, int], Any] = {}
 
