@@ -365,7 +365,17 @@ def _solve_parts(
     optimal makespan their largest, so a region's makespan is searched only where its plan's may exceed
     what the others already need."""
     subs = [
-        (part, _Problem(grid, [prob.starts[a] for a in part], [prob.goals[a] for a in part], aids=True))
+        (
+            part,
+            _Problem(
+                grid,
+                [prob.starts[a] for a in part],
+                [prob.goals[a] for a in part],
+                aids=True,
+                nbrs=prob.nbrs,
+                h=[prob.h[a] for a in part],
+            ),
+        )
         for part in parts
     ]
     subs.sort(key=lambda ps: _space(ps[1]) << len(ps[0]))

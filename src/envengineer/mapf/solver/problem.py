@@ -92,15 +92,24 @@ class _Problem:
     )
 
     def __init__(
-        self, grid: Sequence[str], starts: Sequence[int], goals: Sequence[int], aids: bool | None = None
+        self,
+        grid: Sequence[str],
+        starts: Sequence[int],
+        goals: Sequence[int],
+        aids: bool | None = None,
+        *,
+        nbrs: list[tuple[int, ...]] | None = None,
+        h: list[list[int]] | None = None,
     ) -> None:
+        # ``nbrs`` and ``h`` (each goal's distance table), when given, are the board's already computed:
+        # a region of a board searched as a board of its own (see ``_solve_parts`` of the package)
         self.n = len(grid)
         self.nc = self.n * self.n
-        self.nbrs = _neighbours(grid)
+        self.nbrs = _neighbours(grid) if nbrs is None else nbrs
         self.starts = list(starts)
         self.goals = list(goals)
         self.k = len(starts)
-        self.h = [_bfs(self.nbrs, g) for g in goals]
+        self.h = [_bfs(self.nbrs, g) for g in goals] if h is None else h
         self.region = [sum(1 for d in h if d < _INF) for h in self.h]  # cells each agent can reach
         self._corr: list[int] | None = None
         self._chains: list[tuple[frozenset[int], int, int]] = []
