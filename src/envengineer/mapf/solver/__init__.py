@@ -32,20 +32,26 @@ Algorithms
   depth-``T`` decision diagrams, or (with ``AIDS_MIN_AGENTS`` agents or more) when two conflicting agents'
   depth-``T`` diagrams hold no pair of paths without a conflict (the dependency check of CBSH, used here
   only to prune).
+* **Satisfiability** — on boards of at least ``AIDS_MIN_AGENTS`` agents, the sum-of-costs CBS and the
+  makespan's horizon searches each get ``SAT_AFTER`` units; a board that needs more (a crowded one, its
+  optimum many steps above the shortest paths through delays of three agents or more) is settled by a SAT
+  solver (:mod:`~envengineer.mapf.solver.sat`), its cost bound growing from the bound CBS proved. It does
+  not prove that a board has no plan: such a board runs to the end of the budget.
 * **Regions** — on boards of at least ``AIDS_MIN_AGENTS`` agents, agents that stand in different connected
   regions of frozen cells never meet, so each region is searched as a board of its own, the smallest
   first (a region without a plan, such as two agents that must swap in a dead end, is found at once);
   the sum of costs is the regions' sum and the makespan their largest.
 * **Aids of the slow boards** — the pairs' tables, the pairs' makespans and the dependency pruning above,
-  the memory of a member's rows and of the constraint sets under which a search found no path, and the
-  regions searched apart, serve boards of at least ``AIDS_MIN_AGENTS`` (4) agents only: each keeps the
-  optima but changes the counted work, and with it which draws a budgeted training round keeps and
-  which optimal plan is found. Boards of two and three agents, those of every CPU experiment's rounds,
-  are searched as before them, so their seeded rounds and every figure measured from them stand.
+  the memory of a member's rows and of the constraint sets under which a search found no path, the
+  regions searched apart and satisfiability serve boards of at least ``AIDS_MIN_AGENTS`` (4) agents only:
+  each keeps the optima but changes the counted work, and with it which draws a budgeted training round
+  keeps and which optimal plan is found. Boards of two and three agents, those of every CPU experiment's
+  rounds, are searched as before them, so their seeded rounds and every figure measured from them stand.
 
 ``node_budget`` bounds the work of one call, all searches together, in units of about one low-level
-expansion: a state of the single-agent A* costs 1, a state of a joint search ``JOINT_STATE_COST`` and a
-high-level CBS node ``CBS_NODE_COST``. The default is a fraction of a second of CPU; exceeding it raises
+expansion: a state of the single-agent A* costs 1, a state of a joint search ``JOINT_STATE_COST``, a
+high-level CBS node ``CBS_NODE_COST``, and satisfiability its clauses and its solver's propagations at
+measured rates. The default is a fraction of a second of CPU; exceeding it raises
 :class:`~envengineer.errors.SolverBudgetExceeded`, so the solver never runs unbounded and its answer
 (solved or not) does not depend on the machine.
 
@@ -54,8 +60,8 @@ Modules
 ``grid`` board checks, neighbour lists, BFS distances and the public board helpers; ``problem`` the
 budget, the integer-cell problem, per-agent constraints, the single-agent A* and decision diagrams;
 ``joint`` the joint (coupled-group) A* and the joint makespan search; ``pairs`` the pairs' cost-to-go
-tables that guide it; ``cbs`` Conflict-Based Search with
-its symmetry reasoning. This package holds the entry points :func:`solve` and :func:`solve_instance`.
+tables that guide it; ``cbs`` Conflict-Based Search with its symmetry reasoning; ``sat`` the
+satisfiability fallback. This package holds the entry points :func:`solve` and :func:`solve_instance`.
 ``waitfree``, ``reach``, ``dense`` and ``ilp`` decide, whatever the cost, the draws of benchmark v2 that
 the default budget does not settle (:func:`~envengineer.mapf.generator.decide_draw`); ``teacher`` finds the
 best continuation of a partial answer.
@@ -91,6 +97,7 @@ from envengineer.mapf.solver.problem import (
     _Problem,
     _space,
 )
+from envengineer.mapf.solver.sat import _capped, _makespan_by_sat, _plan_by_sat
 
 __all__ = [
     "AIDS_MIN_AGENTS",
@@ -138,6 +145,11 @@ JOINT_SPACE_SOC = 40_000
 #: of CBS only up to this space (both of its searches): its regions are small, and the joint searches'
 #: thresholds above, measured on whole boards of two and three agents, would send most of them there.
 PART_JOINT_SPACE = 1_000
+#: On boards of ``AIDS_MIN_AGENTS`` agents or more, the sum-of-costs CBS and the makespan's horizon searches
+#: each get this many units; a board that needs more is settled by satisfiability
+#: (:mod:`~envengineer.mapf.solver.sat`) from the bound they proved. ``None``: CBS alone (v1's rule was
+#: measured so).
+SAT_AFTER: int | None = 12_000
 
 
 @dataclass(frozen=True)
@@ -517,7 +529,14 @@ def _solve_soc(
                 "each other in a dead-end corridor); change the starts, goals or holes"
             )
         return paths, [everyone]
-    node, groups = _search(prob, budget, None, [(i,) for i in range(prob.k)])
+    singles = [(i,) for i in range(prob.k)]
+    if prob.aids and SAT_AFTER is not None:
+        found = _capped(budget, SAT_AFTER, lambda: _search(prob, budget, None, singles))
+        if found is None:  # CBS needed more than its share: satisfiability, from what CBS proved
+            return _plan_by_sat(prob, budget, prob.soc_floor), singles
+        node, groups = found
+    else:
+        node, groups = _search(prob, budget, None, singles)
     if node is None:
         raise UnsolvableInstance(
             "no conflict-free plan exists: the agents block each other for good (e.g. they must pass each "
@@ -554,12 +573,21 @@ def _solve_makespan(
     if joint or _space(prob) <= joint_space:
         return _joint_makespan(prob, budget, lb, ub)
     t = lb
-    while t < ub:
-        node, groups = _search(prob, budget, t, groups)
-        if node is not None:
-            return t
-        t += 1
-    return ub
+
+    def horizons() -> int:
+        nonlocal t, groups
+        while t < ub:
+            node, groups = _search(prob, budget, t, groups)
+            if node is not None:
+                return t
+            t += 1
+        return ub
+
+    if prob.aids and SAT_AFTER is not None:
+        found = _capped(budget, SAT_AFTER, horizons)
+        # the horizons below t are proven too short; satisfiability decides the rest
+        return found if found is not None else _makespan_by_sat(prob, budget, t, ub)
+    return horizons()
 
 
 def solve_instance(inst: Instance, **kw: Any) -> Solution:

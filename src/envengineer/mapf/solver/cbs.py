@@ -249,6 +249,8 @@ def _cbs(
                 counter += 1
                 heapq.heappush(open_, (*key(node), counter, node))
                 continue
+        if not feas and root_cons is None and node.f > prob.soc_floor:
+            prob.soc_floor = node.f  # the least f of the open nodes: no plan costs less
         budget.left -= CBS_NODE_COST
         if budget.left < 0 and budget.exhausted():
             raise _OutOfBudget

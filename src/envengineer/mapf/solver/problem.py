@@ -88,6 +88,7 @@ class _Problem:
         "pairs_memo",
         "region",
         "rows_memo",
+        "soc_floor",
         "starts",
     )
 
@@ -123,6 +124,9 @@ class _Problem:
         self.aids = self.k >= AIDS_MIN_AGENTS if aids is None else aids
         #: the cost-to-go tables of pairs of agents (a merged group's heuristic, ``pairs._pair_table``)
         self.pairs_memo: dict[tuple[int, int], Any] = {}
+        #: the largest lower bound of the optimal sum of costs that the SoC search has proven (CBS's best
+        #: node), where satisfiability takes over from it (:mod:`~envengineer.mapf.solver.sat`)
+        self.soc_floor = 0
 
     def corridor(self, cell: int) -> tuple[int, frozenset[int], int, int] | None:
         """The corridor through ``cell``: (id, its cells, end 1, end 2), or ``None``.
