@@ -4,6 +4,8 @@ budget."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -99,3 +101,8 @@ def test_satisfiability_stays_within_the_budget(monkeypatch):
     sol = solve(grid, starts, goals, memo=False)
     assert (sol.soc, sol.makespan, sol.shortest_sum) == (57, 20, 46)
     check_plan(grid, starts, goals, sol)
+    # with a deadline the solver runs a chunk of the budget at a time and reads the clock in between
+    start = time.perf_counter()
+    with pytest.raises(SolverBudgetExceeded, match="time_limit"):
+        solve(grid, starts, goals, node_budget=10**9, time_limit=0.005)
+    assert time.perf_counter() - start < 1.0

@@ -163,14 +163,22 @@ class _Formula:
         if self.empty:
             return None
         with Solver(name=SAT_SOLVER, bootstrap_with=self.clauses) as solver:
-            limit = max(budget.left + budget.reserve, 0) * PROPAGATIONS_PER_UNIT + PROPAGATIONS_PER_UNIT
-            solver.prop_budget(limit)
-            found = solver.solve_limited()
-            spent = solver.accum_stats()["propagations"] // PROPAGATIONS_PER_UNIT
+            found = None
+            counted = 0
+            while found is None:
+                # the whole budget at once; with a deadline, a chunk at a time, the clock read in between
+                # (the solver keeps what it learnt from one call to the next)
+                units = budget.left + budget.reserve
+                if budget.deadline is not None:
+                    units = min(units, budget.CHUNK)
+                solver.prop_budget(max(units, 1) * PROPAGATIONS_PER_UNIT)
+                found = solver.solve_limited()
+                props = solver.accum_stats()["propagations"]
+                spent = (props - counted) // PROPAGATIONS_PER_UNIT
+                counted += spent * PROPAGATIONS_PER_UNIT
+                # a call ended by its limit costs at least a unit, so the budget always runs out
+                _charge(budget, spent if found is not None else max(spent, 1))
             model = solver.get_model() if found else None
-        _charge(budget, spent)
-        if found is None:  # the propagation limit ended it: the budget is spent
-            raise _OutOfBudget
         if not found:
             return None
         true = set(x for x in model if x > 0)  # type: ignore[union-attr]
