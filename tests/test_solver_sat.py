@@ -13,7 +13,7 @@ from envengineer.errors import SolverBudgetExceeded
 from envengineer.mapf import solver as solver_module
 from envengineer.mapf.solver import AIDS_MIN_AGENTS, last_units, solve
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
-from envengineer.mapf.solver.sat import _capped, _makespan_by_sat, _plan_by_sat
+from envengineer.mapf.solver.sat import _makespan_by_sat, _plan_by_sat
 from test_solver import OPEN3, _problem, check_plan, oracle_makespan, oracle_soc, random_board
 
 
@@ -51,12 +51,12 @@ def test_capped_search_answers_within_its_share_or_gives_it_back():
 
         return search
 
-    assert _capped(budget, 100, spend(60)) == "found" and budget.used == 60
-    assert _capped(budget, 100, spend(150)) is None and budget.used == 210  # what it spent is counted
+    assert budget.within(100, spend(60)) == "found" and budget.used == 60
+    assert budget.within(100, spend(150)) is None and budget.used == 210  # what it spent is counted
     assert budget.left == 790
     # a share larger than what is left is no cap at all: running out is the budget's end
     with pytest.raises(_OutOfBudget):
-        _capped(budget, 5_000, spend(900))
+        budget.within(5_000, spend(900))
 
 
 @pytest.mark.parametrize("seed", range(2))

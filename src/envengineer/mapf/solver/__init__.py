@@ -97,7 +97,7 @@ from envengineer.mapf.solver.problem import (
     _Problem,
     _space,
 )
-from envengineer.mapf.solver.sat import _capped, _makespan_by_sat, _plan_by_sat
+from envengineer.mapf.solver.sat import _makespan_by_sat, _plan_by_sat
 
 __all__ = [
     "AIDS_MIN_AGENTS",
@@ -531,7 +531,7 @@ def _solve_soc(
         return paths, [everyone]
     singles = [(i,) for i in range(prob.k)]
     if prob.aids and SAT_AFTER is not None:
-        found = _capped(budget, SAT_AFTER, lambda: _search(prob, budget, None, singles))
+        found = budget.within(SAT_AFTER, lambda: _search(prob, budget, None, singles))
         if found is None:  # CBS needed more than its share: satisfiability, from what CBS proved
             return _plan_by_sat(prob, budget, prob.soc_floor), singles
         node, groups = found
@@ -584,7 +584,7 @@ def _solve_makespan(
         return ub
 
     if prob.aids and SAT_AFTER is not None:
-        found = _capped(budget, SAT_AFTER, horizons)
+        found = budget.within(SAT_AFTER, horizons)
         # the horizons below t are proven too short; satisfiability decides the rest
         return found if found is not None else _makespan_by_sat(prob, budget, t, ub)
     return horizons()

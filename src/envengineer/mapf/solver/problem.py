@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from envengineer.mapf.solver.grid import _INF, _bfs, _neighbours
+
+_T = TypeVar("_T")
 
 
 class _Budget:
@@ -54,6 +56,22 @@ class _Budget:
     @property
     def timed_out(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
+
+    def within(self, units: int, search: Callable[[], _T]) -> _T | None:
+        """``search()`` with at most ``units`` of this budget's work: its answer, or ``None`` when it needed
+        more (what it spent stays counted, the rest of the budget stays for what comes next). When no more
+        than ``units`` is left, running out ends the call as usual."""
+        left, reserve = self.left, self.reserve
+        if left + reserve <= units:
+            return search()
+        self.left, self.reserve = units, 0
+        try:
+            return search()
+        except _OutOfBudget:
+            return None
+        finally:
+            self.left += left - units  # what the search spent, from what there was
+            self.reserve = reserve
 
 
 #: Boards of at least this many agents get the searches' aids for slow boards: the pairs' tables in a

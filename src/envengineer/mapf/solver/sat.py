@@ -32,7 +32,6 @@ from itertools import combinations
 from pysat.card import CardEnc, EncType
 from pysat.solvers import Solver
 
-from envengineer.mapf.solver.grid import _bfs
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget, _Problem
 
 #: The SAT solver of PySAT: one whose propagations can be limited (the budget) and counted.
@@ -59,13 +58,12 @@ class _Formula:
         self.clauses: list[list[int]] = []
         self.charged = 0
         self.empty = False  # an agent with no cell at some time: no plan keeps the bound
-        nbrs = prob.nbrs
         horizon = max(ends)
         self.horizon = horizon
         # cells[i][t]: {cell: variable} of agent i at time t
         self.cells: list[list[dict[int, int]]] = []
         for i in range(prob.k):
-            from_start = _bfs(nbrs, prob.starts[i])
+            from_start = prob.dist_from(prob.starts[i])
             to_goal = prob.h[i]
             goal = prob.goals[i]
             layers = []
@@ -216,19 +214,3 @@ def _trim(path: tuple[int, ...], goal: int) -> tuple[int, ...]:
     while end > 1 and path[end - 2] == goal:
         end -= 1
     return path[:end]
-
-
-def _capped(budget: _Budget, units: int, search):  # type: ignore[no-untyped-def]
-    """``search()`` with at most ``units`` of the budget's work: its answer, or ``None`` when it needed
-    more (what it spent is counted; the rest of the budget stays)."""
-    left, reserve = budget.left, budget.reserve
-    if left + reserve <= units:
-        return search()
-    budget.left, budget.reserve = units, 0
-    try:
-        return search()
-    except _OutOfBudget:
-        return None
-    finally:
-        budget.left += left - units  # what the search spent, from what there was
-        budget.reserve = reserve
