@@ -49,7 +49,9 @@ def _charge(budget: _Budget, units: int) -> None:
 
 
 class _Formula:
-    """The clauses of one cost bound, written layer by layer (each layer's clauses charged as written)."""
+    """The clauses of one cost bound (``ends[i]``: the time from which agent ``i`` stands on its goal for
+    good), charged as each agent's layers and each time's conflicts are written, so a formula too large
+    for the budget stops part-way."""
 
     def __init__(self, prob: _Problem, ends: Sequence[int], budget: _Budget) -> None:
         self.prob = prob
