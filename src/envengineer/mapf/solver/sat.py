@@ -198,7 +198,7 @@ def _plan_by_sat(prob: _Problem, budget: _Budget, soc_floor: int) -> list[tuple[
         formula.at_most_late(ends, extra)
         paths = formula.solve()
         if paths is not None:
-            return [_trim(p, g) for p, g in zip(paths, prob.goals, strict=True)]
+            return paths  # each up to the formula's horizon, on its goal from its cost on
         extra += 1
 
 
@@ -209,10 +209,3 @@ def _makespan_by_sat(prob: _Problem, budget: _Budget, lb: int, ub: int) -> int:
         if _Formula(prob, [t] * prob.k, budget).solve() is not None:
             return t
     return ub
-
-
-def _trim(path: tuple[int, ...], goal: int) -> tuple[int, ...]:
-    end = len(path)
-    while end > 1 and path[end - 2] == goal:
-        end -= 1
-    return path[:end]
