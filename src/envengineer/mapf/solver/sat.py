@@ -104,9 +104,7 @@ class _Formula:
             return
         add(lits)
         if len(lits) > 1:
-            card = CardEnc.atmost(lits=lits, bound=1, top_id=self.top, encoding=EncType.seqcounter)
-            self.top = max(self.top, card.nv)
-            self.clauses.extend(card.clauses)
+            self._at_most(lits, 1)
         if t < self.horizon:
             nxt = self.cells[i][t + 1]
             nbrs = self.prob.nbrs
@@ -152,10 +150,14 @@ class _Formula:
                 late.append(-done)
                 home = done
         if late and extra < len(late):
-            card = CardEnc.atmost(lits=late, bound=extra, top_id=self.top, encoding=EncType.seqcounter)
-            self.top = max(self.top, card.nv)
-            self.clauses.extend(card.clauses)
+            self._at_most(late, extra)
         self._flush()
+
+    def _at_most(self, lits: list[int], bound: int) -> None:
+        """At most ``bound`` of ``lits`` true (a sequential counter, its helper variables after ours)."""
+        card = CardEnc.atmost(lits=lits, bound=bound, top_id=self.top, encoding=EncType.seqcounter)
+        self.top = max(self.top, card.nv)
+        self.clauses.extend(card.clauses)
 
     def solve(self) -> list[tuple[int, ...]] | None:
         """Each agent's path up to the formula's horizon, or ``None`` when no plan keeps the bound."""
