@@ -1,6 +1,7 @@
 """Satisfiability, the fallback of the crowded boards CBS does not settle within its share of the budget:
 exact by hand and against the brute-force oracle, counted in the budget's units, and never past the
-budget."""
+budget; and the check for a plan at all that comes before it on small boards (satisfiability cannot
+prove that there is none)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from envengineer.errors import SolverBudgetExceeded
+from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf import solver as solver_module
-from envengineer.mapf.solver import AIDS_MIN_AGENTS, _cost, last_units, solve
+from envengineer.mapf.solver import AIDS_MIN_AGENTS, DEFAULT_NODE_BUDGET, _cost, last_units, solve
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
+from envengineer.mapf.solver.reach import _has_plan, plan_exists
 from envengineer.mapf.solver.sat import _makespan_by_sat, _plan_by_sat
 from test_solver import OPEN3, _problem, check_plan, oracle_makespan, oracle_soc, random_board
 
@@ -62,8 +64,11 @@ def test_capped_search_answers_within_its_share_or_gives_it_back():
 @pytest.mark.parametrize("seed", range(2))
 def test_satisfiability_matches_brute_force(seed, monkeypatch):
     """CBS given no units at all, and no joint search on these small boards: satisfiability settles every
-    board that has a plan, with the oracle's optima and a valid plan."""
+    board that has a plan, with the oracle's optima and a valid plan, and the check before it finds every
+    board that has none."""
     monkeypatch.setattr(solver_module, "SAT_AFTER", 0)
+    monkeypatch.setattr(solver_module, "SAT_AFTER_HORIZONS", 0)
+    monkeypatch.setattr(solver_module, "REACH_SPACE", 10**9)
     monkeypatch.setattr(solver_module, "JOINT_SPACE_SOC", 0)
     monkeypatch.setattr(solver_module, "JOINT_SPACE", 0)
     rng = np.random.default_rng(np.random.SeedSequence((2028, seed)))
@@ -74,10 +79,8 @@ def test_satisfiability_matches_brute_force(seed, monkeypatch):
         want = oracle_soc(grid, starts, goals)
         solver_module.MEMO.clear()
         if want is None:
-            # it cannot prove that no plan exists: it runs to the end of the budget, never past it
-            with pytest.raises(Exception) as err:
-                solve(grid, starts, goals, node_budget=20_000)
-            assert err.type.__name__ in ("UnsolvableInstance", "SolverBudgetExceeded")
+            with pytest.raises(UnsolvableInstance):
+                solve(grid, starts, goals, node_budget=1_000_000)
             continue
         sol = solve(grid, starts, goals, node_budget=1_000_000)
         assert (sol.soc, sol.makespan) == (want, oracle_makespan(grid, starts, goals)), (grid, starts, goals)
@@ -106,3 +109,41 @@ def test_satisfiability_stays_within_the_budget(monkeypatch):
     with pytest.raises(SolverBudgetExceeded, match="time_limit"):
         solve(grid, starts, goals, node_budget=10**9, time_limit=0.005)
     assert time.perf_counter() - start < 1.0
+
+
+# seed 12's board 148 of ``bench_solver.py``: agents 0, 1 and 4 share a corridor from (7, 0) along the
+# bottom rows to (8, 6), where it forks into two single cells, (7, 6) and (8, 7); agents 2 and 3 stand in
+# regions of their own
+FORK = [".HHH.HH..H", "..HH...H..", ".H.HHHH...", "......HHH.", "HH...H.HHH",
+        "H.H.H.H...", "H.H.H.HH.H", ".H.HHH.H..", "..HHHH..H.", "H......H.."]  # fmt: skip
+FORK_STARTS = [(7, 0), (8, 7), (2, 8), (5, 3), (8, 1)]
+FORK_GOALS = [(9, 3), (9, 2), (0, 7), (1, 0), (9, 1)]
+
+
+def test_a_board_without_a_plan_is_proven_so_before_satisfiability(monkeypatch):
+    """Agent 0 stands at the corridor's closed end behind agent 4 and must end beyond 4's goal, agent 1
+    between them: the two must pass each other, and only the fork lets agents pass, but with agent 1 there
+    its three cells hold all three agents and none is left to step aside into. No plan; CBS splits for
+    ever and satisfiability tries cost after cost. The check for a plan at all settles it within the
+    default budget; without it the budget runs out."""
+    with pytest.raises(UnsolvableInstance):
+        solve(FORK, FORK_STARTS, FORK_GOALS, memo=False)
+    assert last_units() < DEFAULT_NODE_BUDGET
+    monkeypatch.setattr(solver_module, "REACH_SPACE", 0)
+    with pytest.raises(SolverBudgetExceeded):
+        solve(FORK, FORK_STARTS, FORK_GOALS, memo=False)
+
+
+def test_the_check_charges_one_unit_a_position_and_stops_with_the_budget():
+    # two agents that must swap in a corridor: no plan, and every position of each side is reached once
+    corridor = ("....", "HHHH", "HHHH", "HHHH")
+    starts, goals = [(0, 0), (0, 3)], [(0, 3), (0, 0)]
+    budget = _Budget(10**6)
+    assert not _has_plan(_problem(corridor, starts, goals), budget)
+    # plan_exists counts the same positions against its own node budget
+    assert not plan_exists(corridor, starts, goals, node_budget=budget.used)
+    with pytest.raises(SolverBudgetExceeded):
+        plan_exists(corridor, starts, goals, node_budget=budget.used - 1)
+    with pytest.raises(_OutOfBudget):
+        _has_plan(_problem(corridor, starts, goals), _Budget(budget.used - 1))
+    assert _has_plan(_problem(OPEN3, [(0, 0), (0, 2)], [(0, 2), (0, 0)]), _Budget(10**6))

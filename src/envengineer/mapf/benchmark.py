@@ -60,7 +60,7 @@ VALIDATION_PER_CELL = 4
 BENCHMARK_V1_SHA256 = "2cb56073dd210b729c7bee43f3a96563ac3d59611dd7d40956b62c4ad475b277"
 #: SHA-256 of the packaged ``benchmark-v2.jsonl`` and of its plans file (also in docs/testbed.md).
 BENCHMARK_V2_SHA256 = "65346573ab64fa1fae710702aca580828591dc1f0abc629dfa6a2e8fbc6c136c"
-BENCHMARK_V2_PLANS_SHA256 = "e03a9573452dcebb453b099faf8d3b673e1dbb72982433552065b30b8aafc07f"
+BENCHMARK_V2_PLANS_SHA256 = "c71b4703aec3f19890ebacea80451775a48fe65091fd9a3d46d64b1729d9f048"
 
 
 @dataclass(frozen=True)

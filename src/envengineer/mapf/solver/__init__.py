@@ -32,11 +32,13 @@ Algorithms
   depth-``T`` decision diagrams, or (with ``AIDS_MIN_AGENTS`` agents or more) when two conflicting agents'
   depth-``T`` diagrams hold no pair of paths without a conflict (the dependency check of CBSH, used here
   only to prune).
-* **Satisfiability** — on boards of at least ``AIDS_MIN_AGENTS`` agents, the sum-of-costs CBS and the
-  makespan's horizon searches each get ``SAT_AFTER`` units; a board that needs more (a crowded one, its
-  optimum many steps above the shortest paths through delays of three agents or more) is settled by a SAT
-  solver (:mod:`~envengineer.mapf.solver.sat`), its cost bound growing from the bound CBS proved. It does
-  not prove that a board has no plan: such a board runs to the end of the budget.
+* **Satisfiability** — on boards of at least ``AIDS_MIN_AGENTS`` agents, the sum-of-costs CBS gets
+  ``SAT_AFTER`` units and the makespan's horizon searches ``SAT_AFTER_HORIZONS``; a board that needs more
+  (a crowded one, its optimum many steps above the shortest paths through delays of three agents or more)
+  is settled by a SAT solver (:mod:`~envengineer.mapf.solver.sat`), its cost bound growing from the bound
+  CBS proved. Satisfiability cannot prove that a board has no plan, so a board of at most ``REACH_SPACE``
+  joint positions is first checked for a plan at all (:mod:`~envengineer.mapf.solver.reach`); a larger
+  board without one runs to the end of the budget.
 * **Regions** — on boards of at least ``AIDS_MIN_AGENTS`` agents, agents that stand in different connected
   regions of frozen cells never meet, so each region is searched as a board of its own, the smallest
   first (a region without a plan, such as two agents that must swap in a dead end, is found at once);
@@ -61,17 +63,16 @@ Modules
 budget, the integer-cell problem, per-agent constraints, the single-agent A* and decision diagrams;
 ``joint`` the joint (coupled-group) A* and the joint makespan search; ``pairs`` the pairs' cost-to-go
 tables that guide it; ``cbs`` Conflict-Based Search with its symmetry reasoning; ``sat`` the
-satisfiability fallback. This package holds the entry points :func:`solve` and :func:`solve_instance`.
-``waitfree``, ``reach``, ``dense`` and ``ilp`` decide, whatever the cost, the draws of benchmark v2 that
-the default budget does not settle (:func:`~envengineer.mapf.generator.decide_draw`); ``teacher`` finds the
-best continuation of a partial answer.
+satisfiability fallback; ``memo`` the last answers. This package holds the entry points :func:`solve` and
+:func:`solve_instance`. ``waitfree``, ``reach``, ``dense`` and ``ilp`` decide, whatever the cost, the draws
+of benchmark v2 that the default budget does not settle (:func:`~envengineer.mapf.generator.decide_draw`;
+``reach`` also serves the solver's check above); ``teacher`` finds the best continuation of a partial answer.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -88,6 +89,7 @@ from envengineer.mapf.solver.grid import (
     shortest_path_lengths,
 )
 from envengineer.mapf.solver.joint import JOINT_STATE_COST, _joint_makespan, _pair_makespan, _plan_group
+from envengineer.mapf.solver.memo import MEMO
 from envengineer.mapf.solver.problem import (
     _NO_CONS,
     AIDS_MIN_AGENTS,
@@ -97,6 +99,7 @@ from envengineer.mapf.solver.problem import (
     _Problem,
     _space,
 )
+from envengineer.mapf.solver.reach import _has_plan
 from envengineer.mapf.solver.sat import _makespan_by_sat, _plan_by_sat
 
 __all__ = [
@@ -145,11 +148,17 @@ JOINT_SPACE_SOC = 40_000
 #: of CBS only up to this space (both of its searches): its regions are small, and the joint searches'
 #: thresholds above, measured on whole boards of two and three agents, would send most of them there.
 PART_JOINT_SPACE = 1_000
-#: On boards of ``AIDS_MIN_AGENTS`` agents or more, the sum-of-costs CBS and the makespan's horizon searches
-#: each get this many units; a board that needs more is settled by satisfiability
+#: On boards of ``AIDS_MIN_AGENTS`` agents or more, the sum-of-costs CBS gets this many units and the
+#: makespan's horizon searches ``SAT_AFTER_HORIZONS``; a board that needs more is settled by satisfiability
 #: (:mod:`~envengineer.mapf.solver.sat`) from the bound they proved. ``None``: CBS alone (v1's rule was
-#: measured so).
+#: measured so). The horizons' share is small: their formulas are small and settle the crowded boards in a
+#: few hundred units, where the horizon searches take thousands (docs/benchmarks.md, "The solver's tail").
 SAT_AFTER: int | None = 12_000
+SAT_AFTER_HORIZONS = 1_000
+#: A board (or region) that the sum-of-costs CBS did not settle within its share and whose joint positions
+#: number at most this many is first checked for a plan at all (:mod:`~envengineer.mapf.solver.reach`, one
+#: unit a position): satisfiability cannot prove that there is none, and these are the dead-end boards.
+REACH_SPACE = 5_000
 
 
 @dataclass(frozen=True)
@@ -427,45 +436,6 @@ def last_units() -> int:
     return getattr(_LAST, "units", 0)
 
 
-class _Memo:
-    """The last ``size`` answers of :func:`solve` without a time limit, least recently used out first."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.hits = 0
-        self._data: OrderedDict[tuple, tuple] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple) -> tuple | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-                self.hits += 1
-            return value
-
-    def put(self, key: tuple, value: tuple) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            if len(self._data) > self.size:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self.hits = 0
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
-#: :func:`solve` remembers its last answers without a time limit (about 0.6 KB each on warm-start boards,
-#: 40 MB when full): the supervised targets of a freshly generated round and solver guidance then reuse
-#: the generator's solutions instead of solving every board a second time.
-MEMO = _Memo(65_536)
-
-
 def check_limits(size: int, num_agents: int, *, where: str = "board") -> None:
     """Refuse a board the solver would not finish: a side above :data:`MAX_BOARD_SIZE` or more than
     :data:`MAX_AGENTS` agents (checked before any work).
@@ -517,6 +487,12 @@ def _search(
             logger.debug("merging agents %s", groups[-1])
 
 
+_NO_PLAN = (
+    "no conflict-free plan exists: the agents block each other for good (e.g. they must pass each other in a "
+    "dead-end corridor); change the starts, goals or holes"
+)
+
+
 def _solve_soc(
     prob: _Problem, budget: _Budget, joint: bool = False, joint_space: int = JOINT_SPACE_SOC
 ) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
@@ -524,24 +500,20 @@ def _solve_soc(
     if joint or _space(prob) << prob.k <= joint_space:
         paths = _plan_group(prob, everyone, [_NO_CONS] * prob.k, (), _INF, False, budget)
         if paths is None:
-            raise UnsolvableInstance(
-                "no conflict-free plan exists: the agents block each other for good (e.g. they must pass "
-                "each other in a dead-end corridor); change the starts, goals or holes"
-            )
+            raise UnsolvableInstance(_NO_PLAN)
         return paths, [everyone]
     singles = [(i,) for i in range(prob.k)]
     if prob.aids and SAT_AFTER is not None:
         found = budget.within(SAT_AFTER, lambda: _search(prob, budget, None, singles))
         if found is None:  # CBS needed more than its share: satisfiability, from what CBS proved
+            if _space(prob) <= REACH_SPACE and not _has_plan(prob, budget):
+                raise UnsolvableInstance(_NO_PLAN)
             return _plan_by_sat(prob, budget, prob.soc_floor), singles
         node, groups = found
     else:
         node, groups = _search(prob, budget, None, singles)
     if node is None:
-        raise UnsolvableInstance(
-            "no conflict-free plan exists: the agents block each other for good (e.g. they must pass each "
-            "other in a dead-end corridor); change the starts, goals or holes"
-        )
+        raise UnsolvableInstance(_NO_PLAN)
     return node.paths, groups
 
 
@@ -584,7 +556,7 @@ def _solve_makespan(
         return ub
 
     if prob.aids and SAT_AFTER is not None:
-        found = budget.within(SAT_AFTER, horizons)
+        found = budget.within(SAT_AFTER_HORIZONS, horizons)
         # the horizons below t are proven too short; satisfiability decides the rest
         return found if found is not None else _makespan_by_sat(prob, budget, t, ub)
     return horizons()
