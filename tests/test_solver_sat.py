@@ -15,7 +15,7 @@ from envengineer.mapf import solver as solver_module
 from envengineer.mapf.solver import AIDS_MIN_AGENTS, DEFAULT_NODE_BUDGET, _cost, last_units, solve
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
 from envengineer.mapf.solver.reach import _has_plan, plan_exists
-from envengineer.mapf.solver.sat import _makespan_by_sat, _plan_by_sat
+from envengineer.mapf.solver.sat import _Formula, _makespan_by_sat, _plan_by_sat
 from test_solver import OPEN3, _problem, check_plan, oracle_makespan, oracle_soc, random_board
 
 
@@ -87,6 +87,45 @@ def test_satisfiability_matches_brute_force(seed, monkeypatch):
         check_plan(grid, starts, goals, sol)
         solved += 1
     assert solved >= 10, solved
+
+
+def _answers(prob, bounds, *, soc: bool) -> list[bool]:
+    """Whether the formula has a model at each of ``bounds``, one formula grown through them all."""
+    formula = _Formula(prob, _Budget(10**7), soc=soc)
+    try:
+        answers = []
+        for bound in bounds:
+            formula.grow(bound)
+            paths = formula.solve()
+            answers.append(paths is not None)
+            if paths is not None and soc:  # a model is a plan that keeps the bound
+                assert _soc(paths, prob.goals) <= sum(formula.shortest) + bound
+        return answers
+    finally:
+        formula.close()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_formula_grown_bound_by_bound_answers_as_one_written_for_each_bound(seed):
+    """The formula grows with its bound and drops the last bound's assumptions; at every bound it has a
+    model exactly when the oracle's optimum keeps the bound, as does a formula written at once for that
+    bound and one grown in jumps of two. Both objectives; every bound from 0 (for the makespan, bounds
+    below an agent's shortest path too, which have no model)."""
+    rng = np.random.default_rng(np.random.SeedSequence((2029, seed)))
+    checked = 0
+    while checked < 8:
+        grid, starts, goals = random_board(rng, int(rng.integers(3, 5)), int(rng.integers(2, 5)))
+        soc, makespan = oracle_soc(grid, starts, goals), oracle_makespan(grid, starts, goals)
+        if soc is None:
+            continue
+        prob = _problem(grid, starts, goals)
+        extra = soc - sum(prob.h[i][s] for i, s in enumerate(prob.starts))
+        for want, bounds, is_soc in ((extra, range(extra + 3), True), (makespan, range(makespan + 3), False)):
+            grown = _answers(prob, bounds, soc=is_soc)
+            assert grown == [b >= want for b in bounds], (grid, starts, goals, is_soc)
+            assert [_answers(prob, [b], soc=is_soc)[0] for b in bounds] == grown
+            assert _answers(prob, bounds[1::2], soc=is_soc) == grown[1::2]
+        checked += 1
 
 
 def test_satisfiability_stays_within_the_budget(monkeypatch):

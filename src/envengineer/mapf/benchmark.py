@@ -60,7 +60,7 @@ VALIDATION_PER_CELL = 4
 BENCHMARK_V1_SHA256 = "2cb56073dd210b729c7bee43f3a96563ac3d59611dd7d40956b62c4ad475b277"
 #: SHA-256 of the packaged ``benchmark-v2.jsonl`` and of its plans file (also in docs/testbed.md).
 BENCHMARK_V2_SHA256 = "65346573ab64fa1fae710702aca580828591dc1f0abc629dfa6a2e8fbc6c136c"
-BENCHMARK_V2_PLANS_SHA256 = "c71b4703aec3f19890ebacea80451775a48fe65091fd9a3d46d64b1729d9f048"
+BENCHMARK_V2_PLANS_SHA256 = "cdfbfb06cc5b8c5187bc1d7d8cb60a6dbe5b6cf26348cd4fa394c914bca56f7b"
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def build_set(
     else:
         # heaviest first, so no worker is left with a long cell at the end: v1's cost grows with the board,
         # v2's with the agents and with crowding, the small boards first (its CPU per cell: 5 agents on 6x6
-        # 139 s, 7x7 57 s, 10x10 38 s, 5x5 36 s, 9x9 17 s; every 3- and 4-agent cell under 5 s)
+        # 6.2 s, 5x5 5.7 s, 4 agents on 5x5 3.5 s and 4x4 3.4 s, 5 on 10x10 2.1 s, every other under 2 s)
         weights = [k * n if decide is None else k**3 / n for k, n in todo]
         results = in_workers(job, todo, workers, weights)
     out: list[Instance] = []

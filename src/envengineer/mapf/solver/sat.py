@@ -9,15 +9,21 @@ learns from its dead ends; it settles those boards in a few tens of milliseconds
 "The solver's tail").
 
 The encoding is the one of MDD-SAT (Surynek et al., 2016): one variable per agent, time and cell the
-agent can stand on at that time with a plan of the cost bound (reachable from its start by then, and its
-goal reachable from there in time), exactly one cell per agent and time, each step to a neighbour or a
-wait, no two agents on one cell, no swap. For the sum of costs with ``extra`` steps above the shortest
-paths, every agent is on its goal for good from its shortest-path length plus ``extra`` on, a variable per
-agent and time says that the agent is on its goal for good from then on, and at most ``extra`` of those
-are false over all agents; ``extra`` grows from a proven lower bound until the formula is satisfiable, so
-the first plan found is optimal. For the makespan ``T``, everybody is on its goal at ``T``, ``T`` growing
-from a lower bound. Each formula is finite, so an unsatisfiable one proves that no plan of that cost
-exists.
+agent can stand on at that time within the cost bound (reachable from its start by then, and its goal
+reachable from there in time), at most one cell per agent and time, each step to a neighbour or a wait,
+no two agents on one cell, no swap. For the sum of costs with ``extra`` steps above the shortest paths, a
+variable per agent and time says that the agent is on its goal for good from then on; those of each agent
+form its delay in unary, and the delays' sum, merged pairwise, is at most ``extra``. For the makespan
+``T`` everybody is on its goal at ``T``. The bound grows by one from a proven lower bound until the
+formula is satisfiable, so the first plan found is optimal, and an unsatisfiable formula proves that no
+plan keeps its bound.
+
+The formula grows with the bound rather than being written afresh for each (:class:`_Formula`): a cell
+enters an agent's layer at time ``t`` at the bound where it first fits, and only what touches the new
+cells is written. The clauses that a larger bound relaxes (a cell's step to a next layer that will still
+grow, and the bound itself) hold under assumptions that the next bound drops, so the solver keeps every
+clause it learnt. On the crowded boards this halves satisfiability's work (a bound that unit propagation
+refutes costs no more than its new cells).
 
 The work is counted in the budget's units (see the package docstring): the clauses written and the
 solver's propagations, each at a measured rate, so the answer (settled or over the budget) does not depend
@@ -26,20 +32,20 @@ on the machine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from itertools import combinations
 
 from pysat.card import CardEnc, EncType
 from pysat.solvers import Solver
 
+from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget, _Problem
 
 #: The SAT solver of PySAT: one whose propagations can be limited (the budget) and counted.
 SAT_SOLVER = "glucose4"
 #: Budget units: one per this many clauses written, and one per this many propagations of the solver
 #: (measured against the time of a unit of the searches).
-CLAUSES_PER_UNIT = 7
-PROPAGATIONS_PER_UNIT = 17
+CLAUSES_PER_UNIT = 2.5
+PROPAGATIONS_PER_UNIT = 52
 
 
 def _charge(budget: _Budget, units: int) -> None:
@@ -49,109 +55,229 @@ def _charge(budget: _Budget, units: int) -> None:
 
 
 class _Formula:
-    """The clauses of one cost bound (``ends[i]``: the time from which agent ``i`` stands on its goal for
-    good), charged as each agent's layers and each time's conflicts are written, so a formula too large
-    for the budget stops part-way."""
+    """A formula that grows with its bound. ``soc``: the bound is the steps above the shortest paths, every
+    agent's goal open to it from its shortest-path length on; otherwise the bound is the makespan.
 
-    def __init__(self, prob: _Problem, ends: Sequence[int], budget: _Budget) -> None:
+    A cell ``v`` of agent ``i`` at time ``t`` *needs* the bound ``t + h_i(v) - off_i`` (``off_i`` its
+    shortest-path length for the sum of costs, 0 for the makespan), and for the sum of costs its goal
+    needs none; the layer of a bound holds the cells reachable by ``t`` whose need is within it."""
+
+    def __init__(self, prob: _Problem, budget: _Budget, *, soc: bool) -> None:
         self.prob = prob
         self.budget = budget
+        self.soc = soc
+        k = prob.k
+        self.shortest = [prob.h[i][prob.starts[i]] for i in range(k)]
+        self.off = self.shortest if soc else [0] * k
+        self.from_start = [prob.dist_from(prob.starts[i]) for i in range(k)]
+        # the cells of each agent by their distance to its goal (for the sum of costs, its goal apart),
+        # and for each cell the largest such distance among the cells one action away
+        self.by_h: list[dict[int, list[int]]] = []
+        self.reach_h: list[list[int]] = []
+        for i in range(k):
+            h, goal = prob.h[i], prob.goals[i]
+            counted = [hv if hv < _INF and not (soc and v == goal) else -1 for v, hv in enumerate(h)]
+            by_h: dict[int, list[int]] = {}
+            for v, hv in enumerate(counted):
+                if hv >= 0 and self.from_start[i][v] < _INF:
+                    by_h.setdefault(hv, []).append(v)
+            self.by_h.append(by_h)
+            self.reach_h.append([max((counted[w] for w in nb), default=-1) for nb in prob.nbrs])
         self.top = 0
         self.clauses: list[list[int]] = []
-        self.charged = 0
-        self.empty = False  # an agent with no cell at some time: no plan keeps the bound
-        horizon = max(ends)
-        self.horizon = horizon
-        # cells[i][t]: {cell: variable} of agent i at time t
-        self.cells: list[list[dict[int, int]]] = []
-        for i in range(prob.k):
-            from_start = prob.dist_from(prob.starts[i])
-            to_goal = prob.h[i]
-            goal = prob.goals[i]
-            layers = []
-            for t in range(horizon + 1):
-                left = ends[i] - t
-                if left <= 0:
-                    layer = [goal]
-                else:
-                    layer = [v for v, ds in enumerate(from_start) if ds <= t and to_goal[v] <= left]
-                layers.append({v: self._new() for v in layer})
-            self.cells.append(layers)
-        for i in range(prob.k):
-            for t in range(horizon + 1):
-                self._agent_layer(i, t)
-            self._flush()
-        for t in range(horizon + 1):
-            self._conflicts(t)
-            self._flush()
+        self.charged = 0.0
+        self.bound = -1
+        self.horizon = -1
+        # per agent and time: {cell: variable}; {(cell, next cell): their two variables} for each step
+        # between two cells; a variable true when one of the cells written so far is (the at-most-one
+        # chain); and the agent's "on its goal for good from t" (sum of costs)
+        self.cells: list[list[dict[int, int]]] = [[] for _ in range(k)]
+        self.moves: list[list[dict[tuple[int, int], tuple[int, int]]]] = [[] for _ in range(k)]
+        self.either: list[list[int]] = [[] for _ in range(k)]
+        self.done: list[dict[int, int]] = [{} for _ in range(k)]
+        # per agent: the (time, cell) whose step is under the bound's selector (its next layer may grow)
+        self.open: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+        self.selector = 0
+        self.assumptions: list[int] = []
+        self.solver = Solver(name=SAT_SOLVER)
+        self.propagations = 0
+
+    def close(self) -> None:
+        self.solver.delete()
 
     def _new(self) -> int:
         self.top += 1
         return self.top
 
     def _flush(self) -> None:
-        units = (len(self.clauses) - self.charged) // CLAUSES_PER_UNIT
+        units = int((len(self.clauses) - self.charged) // CLAUSES_PER_UNIT)
         if units:
             self.charged += units * CLAUSES_PER_UNIT
             _charge(self.budget, units)
 
-    def _agent_layer(self, i: int, t: int) -> None:
-        layer = self.cells[i][t]
-        lits = list(layer.values())
-        add = self.clauses.append
-        if not lits:
-            self.empty = True
-            return
-        add(lits)
-        if len(lits) > 1:
-            self._at_most(lits, 1)
-        if t < self.horizon:
-            nxt = self.cells[i][t + 1]
-            nbrs = self.prob.nbrs
-            for v, x in layer.items():
-                add([-x, *(nxt[w] for w in nbrs[v] if w in nxt)])
+    def grow(self, bound: int) -> None:
+        """Extend the formula from the previous bound (none at first) to ``bound``, a larger one."""
+        if bound <= self.bound:
+            raise ValueError(f"a formula grows: bound {bound} after {self.bound}")
+        horizon = bound + max(self.off)
+        # charged as they are written (an agent, a pair at a time), so a formula too large for the
+        # budget stops part-way
+        new = []
+        for i in range(self.prob.k):
+            new.append(self._cells(i, bound, horizon))
+            self._flush()
+        self._conflicts(new, horizon)
+        self._steps(new, bound, horizon)
+        if self.soc:
+            self._delays(bound, horizon)
+        self.solver.append_formula(self.clauses)
+        self.clauses, self.charged = [], 0.0
+        self.bound, self.horizon = bound, horizon
 
-    def _conflicts(self, t: int) -> None:
+    def _cells(self, i: int, bound: int, horizon: int) -> list[dict[int, int]]:
+        """Agent ``i``'s cells that ``bound`` adds, per time, with at most one cell per time."""
+        add = self.clauses.append
+        goal, off, by_h = self.prob.goals[i], self.off[i], self.by_h[i]
+        from_start = self.from_start[i]
+        layers, either = self.cells[i], self.either[i]
+        new = []
+        for t in range(horizon + 1):
+            if t > self.horizon:
+                layers.append({})
+                either.append(0)
+                self.moves[i].append({})
+                needs = range(bound + 1)  # a new time: every need up to the bound
+            else:
+                needs = range(self.bound + 1, bound + 1)  # the needs this bound admits
+            fresh: dict[int, int] = {}
+            for n in needs:
+                if self.soc and n == 0 and t >= off:
+                    fresh[goal] = self._new()
+                for v in by_h.get(n + off - t, ()):
+                    if from_start[v] <= t:
+                        fresh[v] = self._new()
+            new.append(fresh)
+            if not fresh:
+                continue
+            layers[t].update(fresh)
+            if t == 0:
+                add([fresh[self.prob.starts[i]]])
+            # at most one of the new cells, and not one of them beside an earlier one
+            lits = list(fresh.values())
+            one = lits[0]
+            if len(lits) > 1:
+                self._at_most(lits, 1)
+                one = self._new()
+                for x in lits:
+                    add([-x, one])
+            if either[t]:
+                add([-either[t], -one])
+                both = self._new()
+                add([-either[t], both])
+                add([-one, both])
+                one = both
+            either[t] = one
+        return new
+
+    def _conflicts(self, new: list[list[dict[int, int]]], horizon: int) -> None:
+        """No shared cell and no swap, for every pair of agents, where a new cell takes part."""
         add = self.clauses.append
         nbrs = self.prob.nbrs
-        last = t == self.horizon
+        fresh_moves = []
+        for i, layers in enumerate(self.cells):
+            per_time = []
+            for t in range(horizon):
+                nxt, moves = layers[t + 1], {}
+                for u, x in new[i][t].items():
+                    for v in nbrs[u]:
+                        if v != u and v in nxt:
+                            moves[u, v] = (x, nxt[v])
+                for v, y in new[i][t + 1].items():
+                    for u in nbrs[v]:
+                        if u != v and u not in new[i][t] and u in layers[t]:
+                            moves[u, v] = (layers[t][u], y)
+                self.moves[i][t].update(moves)
+                per_time.append(moves)
+            fresh_moves.append(per_time)
         for i, j in combinations(range(self.prob.k), 2):
-            xi, xj = self.cells[i][t], self.cells[j][t]
-            for v, x in xi.items():
-                y = xj.get(v)
-                if y is not None:
-                    add([-x, -y])
-            if last:
-                continue
-            xi1, xj1 = self.cells[i][t + 1], self.cells[j][t + 1]
-            for u, x in xi.items():
-                back = xj1.get(u)
-                if back is None:
+            for t in range(horizon + 1):
+                ni, nj = new[i][t], new[j][t]
+                for v, x in ni.items():
+                    y = self.cells[j][t].get(v)
+                    if y is not None:
+                        add([-x, -y])
+                for v, y in nj.items():
+                    x = self.cells[i][t].get(v)
+                    if x is not None and v not in ni:
+                        add([-x, -y])
+                if t == horizon:
                     continue
-                for v in nbrs[u]:
-                    if v != u:
-                        a, b = xi1.get(v), xj.get(v)
-                        if a is not None and b is not None:
-                            add([-x, -a, -b, -back])
+                mi, mj = fresh_moves[i][t], fresh_moves[j][t]
+                for (u, v), (a, b) in mi.items():
+                    back = self.moves[j][t].get((v, u))
+                    if back is not None:
+                        add([-a, -b, -back[0], -back[1]])
+                for (v, u), (c, d) in mj.items():
+                    there = self.moves[i][t].get((u, v))
+                    if there is not None and (u, v) not in mi:
+                        add([-there[0], -there[1], -c, -d])
+            self._flush()
 
-    def at_most_late(self, ends: Sequence[int], extra: int) -> None:
-        """At most ``extra`` steps over all agents spent off the goal after its shortest-path length."""
-        late = []
+    def _steps(self, new: list[list[dict[int, int]]], bound: int, horizon: int) -> None:
+        """Each cell steps to a neighbour or stays: for good once its next layer is complete, under this
+        bound's selector while it may still grow (the next bound drops the selector and writes it anew)."""
+        add = self.clauses.append
+        if self.selector:
+            add([-self.selector])
+        self.selector = self._new()
+        nbrs = self.prob.nbrs
+        for i, layers in enumerate(self.cells):
+            reach_h, off = self.reach_h[i], self.off[i]
+            cells = self.open[i] + [(t, v) for t in range(horizon + 1) for v in new[i][t]]
+            self.open[i] = still = []
+            for t, v in cells:
+                if t == horizon:
+                    still.append((t, v))
+                    continue
+                nxt = layers[t + 1]
+                step = [nxt[w] for w in nbrs[v] if w in nxt]
+                if t + 1 + reach_h[v] - off <= bound:
+                    add([-layers[t][v], *step])
+                else:
+                    add([-self.selector, -layers[t][v], *step])
+                    still.append((t, v))
+            self._flush()
+        self.assumptions = [self.selector]
+
+    def _delays(self, bound: int, horizon: int) -> None:
+        """At most ``bound`` steps of delay in all: each agent's "on its goal for good from ``t``" for the
+        times past its shortest path, its delay in unary, merged pairwise up to ``bound + 1``."""
+        add = self.clauses.append
         for i in range(self.prob.k):
-            goal = self.prob.goals[i]
-            d = self.prob.h[i][self.prob.starts[i]]
-            home = None  # "on the goal for good from t + 1 on"; from ends[i] on it is (a single cell)
-            for t in range(ends[i] - 1, d - 1, -1):
-                at = self.cells[i][t].get(goal)
-                done = self._new()
-                self.clauses.append([-done, at] if at is not None else [-done])
-                if home is not None:
-                    self.clauses.append([-done, home])
-                late.append(-done)
-                home = done
-        if late and extra < len(late):
-            self._at_most(late, extra)
-        self._flush()
+            done, goal = self.done[i], self.prob.goals[i]
+            for t in range(max(self.shortest[i], len(done) and max(done) + 1), horizon + 1):
+                done[t] = self._new()
+                add([-done[t], self.cells[i][t][goal]])
+                if t - 1 in done:
+                    add([-done[t - 1], done[t]])
+        # sums[i][m]: agent i's delay exceeds m (it is not on its goal for good at d_i + m); merged
+        # pairwise, sums[0][m]: the delays' sum exceeds m
+        sums = [[-self.done[i][d + m] for m in range(bound)] for i, d in enumerate(self.shortest)]
+        while len(sums) > 1:
+            a, b = sums.pop(), sums.pop()
+            out = [self._new() for _ in range(min(bound + 1, len(a) + len(b)))]
+            for x, lit in enumerate(a[: len(out)]):
+                add([-lit, out[x]])
+                for y, other in enumerate(b[: len(out) - x - 1]):
+                    add([-lit, -other, out[x + y + 1]])
+            for y, other in enumerate(b[: len(out)]):
+                add([-other, out[y]])
+            sums.insert(0, out)
+            self._flush()
+        total = sums[0]
+        self.assumptions += [self.done[i][d + bound] for i, d in enumerate(self.shortest)]
+        if len(total) > bound:
+            self.assumptions.append(-total[bound])
 
     def _at_most(self, lits: list[int], bound: int) -> None:
         """At most ``bound`` of ``lits`` true (a sequential counter, its helper variables after ours)."""
@@ -161,29 +287,26 @@ class _Formula:
 
     def solve(self) -> list[tuple[int, ...]] | None:
         """Each agent's path up to the formula's horizon, or ``None`` when no plan keeps the bound."""
-        budget = self.budget
-        if self.empty:
-            return None
-        with Solver(name=SAT_SOLVER, bootstrap_with=self.clauses) as solver:
-            found = None
-            counted = 0
-            while found is None:
-                # the whole budget at once; with a deadline, a chunk at a time, the clock read in between
-                # (the solver keeps what it learnt from one call to the next)
-                units = budget.left + budget.reserve
-                if budget.deadline is not None:
-                    units = min(units, budget.CHUNK)
-                solver.prop_budget(max(units, 1) * PROPAGATIONS_PER_UNIT)
-                found = solver.solve_limited()
-                props = solver.accum_stats()["propagations"]
-                spent = (props - counted) // PROPAGATIONS_PER_UNIT
-                counted += spent * PROPAGATIONS_PER_UNIT
-                # a call ended by its limit costs at least a unit, so the budget always runs out
-                _charge(budget, spent if found is not None else max(spent, 1))
-            model = solver.get_model() if found else None
+        if any(not layers[0] for layers in self.cells):
+            return None  # a makespan bound below an agent's shortest path: its start does not fit
+        budget, solver = self.budget, self.solver
+        found = None
+        while found is None:
+            # the whole budget at once; with a deadline, a chunk at a time, the clock read in between
+            # (the solver keeps what it learnt from one call to the next)
+            units = budget.left + budget.reserve
+            if budget.deadline is not None:
+                units = min(units, budget.CHUNK)
+            solver.prop_budget(max(units, 1) * PROPAGATIONS_PER_UNIT)
+            found = solver.solve_limited(assumptions=self.assumptions)
+            props = solver.accum_stats()["propagations"]
+            spent = (props - self.propagations) // PROPAGATIONS_PER_UNIT
+            self.propagations += spent * PROPAGATIONS_PER_UNIT
+            # a call ended by its limit costs at least a unit, so the budget always runs out
+            _charge(budget, spent if found is not None else max(spent, 1))
         if not found:
             return None
-        true = set(x for x in model if x > 0)  # type: ignore[union-attr]
+        true = set(x for x in solver.get_model() if x > 0)  # type: ignore[union-attr]
         return [
             tuple(next(v for v, x in layer.items() if x in true) for layer in layers) for layers in self.cells
         ]
@@ -192,22 +315,28 @@ class _Formula:
 def _plan_by_sat(prob: _Problem, budget: _Budget, soc_floor: int) -> list[tuple[int, ...]]:
     """An SoC-optimal plan, its sum of costs at least ``soc_floor`` (a proven lower bound); raises
     ``_OutOfBudget`` when the budget ends first (a board without a plan runs until then)."""
-    shortest = [prob.h[i][prob.starts[i]] for i in range(prob.k)]
-    extra = max(0, soc_floor - sum(shortest))
-    while True:
-        ends = [d + extra for d in shortest]
-        formula = _Formula(prob, ends, budget)
-        formula.at_most_late(ends, extra)
-        paths = formula.solve()
-        if paths is not None:
-            return paths  # each up to the formula's horizon, on its goal from its cost on
-        extra += 1
+    formula = _Formula(prob, budget, soc=True)
+    try:
+        extra = max(0, soc_floor - sum(formula.shortest))
+        while True:
+            formula.grow(extra)
+            paths = formula.solve()
+            if paths is not None:
+                return paths  # each up to the formula's horizon, on its goal from its cost on
+            extra += 1
+    finally:
+        formula.close()
 
 
 def _makespan_by_sat(prob: _Problem, budget: _Budget, lb: int, ub: int) -> int:
     """The least horizon in ``lb..ub`` at which every agent can stand on its goal (``ub`` is known to be
     one)."""
-    for t in range(lb, ub):
-        if _Formula(prob, [t] * prob.k, budget).solve() is not None:
-            return t
-    return ub
+    formula = _Formula(prob, budget, soc=False)
+    try:
+        for t in range(lb, ub):
+            formula.grow(t)
+            if formula.solve() is not None:
+                return t
+        return ub
+    finally:
+        formula.close()
