@@ -15,7 +15,7 @@ from envengineer.mapf import solver as solver_module
 from envengineer.mapf.solver import AIDS_MIN_AGENTS, DEFAULT_NODE_BUDGET, _cost, last_units, solve
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
 from envengineer.mapf.solver.reach import _has_plan, plan_exists
-from envengineer.mapf.solver.sat import _Formula, _makespan_by_sat, _plan_by_sat
+from envengineer.mapf.solver.sat import _Formula, _makespan_by_sat, _plan_by_sat, _Sum
 from test_solver import OPEN3, _problem, check_plan, oracle_makespan, oracle_soc, random_board
 
 
@@ -126,6 +126,33 @@ def test_the_formula_grown_bound_by_bound_answers_as_one_written_for_each_bound(
             assert [_answers(prob, [b], soc=is_soc)[0] for b in bounds] == grown
             assert _answers(prob, bounds[1::2], soc=is_soc) == grown[1::2]
         checked += 1
+
+
+def _sum_clauses(grow: list[tuple[int, int, int]]) -> set[tuple[int, ...]]:
+    """The clauses of one sum widened through ``grow`` (the digits of a and b and the cap at each step)."""
+    a: list[int] = []
+    b: list[int] = []
+    node, clauses, top = _Sum(a, b), [], iter(range(1000, 2000))
+    for len_a, len_b, cap in grow:
+        a.extend(range(len(a) + 1, len_a + 1))  # a's digits are 1, 2, ... and b's 101, 102, ...
+        b.extend(range(101 + len(b), 101 + len_b))
+        node.widen(cap, lambda: next(top), clauses.append)
+    assert len(clauses) == len(set(map(tuple, clauses)))  # no clause written twice
+    return set(map(tuple, clauses))
+
+
+def test_a_sum_widened_step_by_step_writes_the_clauses_of_one_written_at_once():
+    # out[m] (variables 1000, 1001, ...) when a + b exceeds m: a[x] alone, b[y] alone, or both
+    assert _sum_clauses([(2, 1, 3)]) == {
+        (-1, 1000), (-2, 1001), (-101, 1000), (-1, -101, 1001), (-2, -101, 1002)
+    }  # fmt: skip
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        steps, len_a, len_b, cap = [], 0, 0, 1
+        for _ in range(int(rng.integers(1, 6))):
+            len_a, len_b, cap = len_a + int(rng.integers(0, 3)), len_b + int(rng.integers(0, 3)), cap + 1
+            steps.append((len_a, len_b, cap))
+        assert _sum_clauses(steps) == _sum_clauses(steps[-1:]), steps
 
 
 def test_satisfiability_stays_within_the_budget(monkeypatch):

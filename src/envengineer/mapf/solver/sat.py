@@ -32,6 +32,7 @@ on the machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import combinations
 
 from pysat.card import CardEnc, EncType
@@ -52,6 +53,35 @@ def _charge(budget: _Budget, units: int) -> None:
     budget.left -= units
     if budget.left < 0 and budget.exhausted():
         raise _OutOfBudget
+
+
+class _Sum:
+    """The sum of two unary numbers, in unary: ``out[m]`` is true when ``a + b`` exceeds ``m`` (a node of
+    a totalizer, Bailleux and Boufkhad, 2003). The numbers grow with the bound, and :meth:`widen` writes only
+    the clauses that their new digits and the new outputs take part in (as the incremental totalizer of
+    Martins et al., 2014), so a formula pays for each clause once."""
+
+    def __init__(self, a: list[int], b: list[int]) -> None:
+        self.a, self.b = a, b  # lists their owners extend
+        self.out: list[int] = []
+        self.seen = (0, 0, 0)  # the lengths of a, b and out when last widened
+
+    def widen(self, cap: int, new: Callable[[], int], add: Callable[[list[int]], None]) -> None:
+        """Outputs up to ``cap`` (``a + b`` exceeds ``cap - 1`` at most), for the digits of a and b now."""
+        a, b, out = self.a, self.b, self.out
+        size = min(cap, len(a) + len(b))
+        was_a, was_b, was = self.seen
+        out.extend(new() for _ in range(size - len(out)))
+        for x in range(min(len(a), size)):
+            if x >= min(was_a, was):
+                add([-a[x], out[x]])
+            # (x, y) was written when both digits and out[x + y + 1] were there
+            low = 0 if x >= was_a else min(was_b, max(0, was - x - 1))
+            for y in range(low, min(len(b), size - x - 1)):
+                add([-a[x], -b[y], out[x + y + 1]])
+        for y in range(min(was_b, was), min(len(b), size)):
+            add([-b[y], out[y]])
+        self.seen = (len(a), len(b), size)
 
 
 class _Formula:
@@ -95,6 +125,9 @@ class _Formula:
         self.moves: list[list[dict[tuple[int, int], tuple[int, int]]]] = [[] for _ in range(k)]
         self.either: list[list[int]] = [[] for _ in range(k)]
         self.done: list[dict[int, int]] = [{} for _ in range(k)]
+        # per agent its delay in unary, and their sums (the last one the total)
+        self.delays: list[list[int]] = [[] for _ in range(k)]
+        self.sums: list[_Sum] = []
         # per agent: the (time, cell) whose step is under the bound's selector (its next layer may grow)
         self.open: list[list[tuple[int, int]]] = [[] for _ in range(k)]
         self.selector = 0
@@ -251,7 +284,7 @@ class _Formula:
 
     def _delays(self, bound: int, horizon: int) -> None:
         """At most ``bound`` steps of delay in all: each agent's "on its goal for good from ``t``" for the
-        times past its shortest path, its delay in unary, merged pairwise up to ``bound + 1``."""
+        times past its shortest path, its delay in unary, summed pairwise up to ``bound + 1``."""
         add = self.clauses.append
         for i in range(self.prob.k):
             done, goal = self.done[i], self.prob.goals[i]
@@ -260,21 +293,19 @@ class _Formula:
                 add([-done[t], self.cells[i][t][goal]])
                 if t - 1 in done:
                     add([-done[t - 1], done[t]])
-        # sums[i][m]: agent i's delay exceeds m (it is not on its goal for good at d_i + m); merged
-        # pairwise, sums[0][m]: the delays' sum exceeds m
-        sums = [[-self.done[i][d + m] for m in range(bound)] for i, d in enumerate(self.shortest)]
-        while len(sums) > 1:
-            a, b = sums.pop(), sums.pop()
-            out = [self._new() for _ in range(min(bound + 1, len(a) + len(b)))]
-            for x, lit in enumerate(a[: len(out)]):
-                add([-lit, out[x]])
-                for y, other in enumerate(b[: len(out) - x - 1]):
-                    add([-lit, -other, out[x + y + 1]])
-            for y, other in enumerate(b[: len(out)]):
-                add([-other, out[y]])
-            sums.insert(0, out)
+        # delays[i][m]: agent i's delay exceeds m (it is not on its goal for good at d_i + m)
+        for i, d in enumerate(self.shortest):
+            delay = self.delays[i]
+            delay.extend(-self.done[i][d + m] for m in range(len(delay), bound))
+        if not self.sums:  # the pairwise sums' tree, the same at every bound, summed as it grows
+            parts = list(self.delays)
+            while len(parts) > 1:
+                self.sums.append(_Sum(parts.pop(), parts.pop()))
+                parts.insert(0, self.sums[-1].out)
+        for node in self.sums:  # children before their parents
+            node.widen(bound + 1, self._new, add)
             self._flush()
-        total = sums[0]
+        total = self.sums[-1].out if self.sums else self.delays[0]
         self.assumptions += [self.done[i][d + bound] for i, d in enumerate(self.shortest)]
         if len(total) > bound:
             self.assumptions.append(-total[bound])
