@@ -13,6 +13,7 @@ import pytest
 from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf import solver as solver_module
 from envengineer.mapf.solver import AIDS_MIN_AGENTS, DEFAULT_NODE_BUDGET, _cost, last_units, solve
+from envengineer.mapf.solver.delays import _delay_floors
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
 from envengineer.mapf.solver.reach import _has_plan, plan_exists
 from envengineer.mapf.solver.sat import _Formula, _makespan_by_sat, _plan_by_sat, _Sum
@@ -89,9 +90,9 @@ def test_satisfiability_matches_brute_force(seed, monkeypatch):
     assert solved >= 10, solved
 
 
-def _answers(prob, bounds, *, soc: bool) -> list[bool]:
+def _answers(prob, bounds, *, soc: bool, others=None) -> list[bool]:
     """Whether the formula has a model at each of ``bounds``, one formula grown through them all."""
-    formula = _Formula(prob, _Budget(10**7), soc=soc)
+    formula = _Formula(prob, _Budget(10**7), soc=soc, others=others)
     try:
         answers = []
         for bound in bounds:
@@ -110,7 +111,8 @@ def test_the_formula_grown_bound_by_bound_answers_as_one_written_for_each_bound(
     """The formula grows with its bound and drops the last bound's assumptions; at every bound it has a
     model exactly when the oracle's optimum keeps the bound, as does a formula written at once for that
     bound and one grown in jumps of two. Both objectives; every bound from 0 (for the makespan, bounds
-    below an agent's shortest path too, which have no model)."""
+    below an agent's shortest path too, which have no model); for the sum of costs also with the cells
+    that the pairs' delays rule out left out, from the least delay they prove."""
     rng = np.random.default_rng(np.random.SeedSequence((2029, seed)))
     checked = 0
     while checked < 8:
@@ -125,6 +127,10 @@ def test_the_formula_grown_bound_by_bound_answers_as_one_written_for_each_bound(
             assert grown == [b >= want for b in bounds], (grid, starts, goals, is_soc)
             assert [_answers(prob, [b], soc=is_soc)[0] for b in bounds] == grown
             assert _answers(prob, bounds[1::2], soc=is_soc) == grown[1::2]
+        others, least = _delay_floors(prob, _Budget(10**7))
+        assert least <= extra
+        bounds = range(max(least, max(others)), extra + 3)
+        assert _answers(prob, bounds, soc=True, others=others) == [b >= extra for b in bounds]
         checked += 1
 
 

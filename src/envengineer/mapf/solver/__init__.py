@@ -93,6 +93,7 @@ from envengineer.mapf.solver.memo import MEMO
 from envengineer.mapf.solver.problem import (
     _NO_CONS,
     AIDS_MIN_AGENTS,
+    NO_PLAN,
     _Budget,
     _Cons,
     _OutOfBudget,
@@ -152,8 +153,10 @@ PART_JOINT_SPACE = 1_000
 #: makespan's horizon searches ``SAT_AFTER_HORIZONS``; a board that needs more is settled by satisfiability
 #: (:mod:`~envengineer.mapf.solver.sat`) from the bound they proved. ``None``: CBS alone (v1's rule was
 #: measured so). The horizons' share is small: their formulas are small and settle the crowded boards in a
-#: few hundred units, where the horizon searches take thousands (docs/benchmarks.md, "The solver's tail").
-SAT_AFTER: int | None = 12_000
+#: few hundred units, where the horizon searches take thousands; CBS's share was 12,000 until the formula
+#: grew with the bound and took the pairs' delays, which made satisfiability the cheaper search on those
+#: boards from a few thousand units of CBS on (docs/benchmarks.md, "The solver's tail").
+SAT_AFTER: int | None = 3_000
 SAT_AFTER_HORIZONS = 1_000
 #: A board (or region) that the sum-of-costs CBS did not settle within its share and whose joint positions
 #: number at most this many is first checked for a plan at all (:mod:`~envengineer.mapf.solver.reach`, one
@@ -487,12 +490,6 @@ def _search(
             logger.debug("merging agents %s", groups[-1])
 
 
-_NO_PLAN = (
-    "no conflict-free plan exists: the agents block each other for good (e.g. they must pass each other in a "
-    "dead-end corridor); change the starts, goals or holes"
-)
-
-
 def _solve_soc(
     prob: _Problem, budget: _Budget, joint: bool = False, joint_space: int = JOINT_SPACE_SOC
 ) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
@@ -500,20 +497,20 @@ def _solve_soc(
     if joint or _space(prob) << prob.k <= joint_space:
         paths = _plan_group(prob, everyone, [_NO_CONS] * prob.k, (), _INF, False, budget)
         if paths is None:
-            raise UnsolvableInstance(_NO_PLAN)
+            raise UnsolvableInstance(NO_PLAN)
         return paths, [everyone]
     singles = [(i,) for i in range(prob.k)]
     if prob.aids and SAT_AFTER is not None:
         found = budget.within(SAT_AFTER, lambda: _search(prob, budget, None, singles))
         if found is None:  # CBS needed more than its share: satisfiability, from what CBS proved
             if _space(prob) <= REACH_SPACE and not _has_plan(prob, budget):
-                raise UnsolvableInstance(_NO_PLAN)
+                raise UnsolvableInstance(NO_PLAN)
             return _plan_by_sat(prob, budget, prob.soc_floor), singles
         node, groups = found
     else:
         node, groups = _search(prob, budget, None, singles)
     if node is None:
-        raise UnsolvableInstance(_NO_PLAN)
+        raise UnsolvableInstance(NO_PLAN)
     return node.paths, groups
 
 

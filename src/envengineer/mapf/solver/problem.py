@@ -203,6 +203,12 @@ _Cons = tuple[frozenset, frozenset, int, int, int, dict]
 
 _NO_CONS: _Cons = (frozenset(), frozenset(), -1, 0, _INF, {})
 
+#: What a search that proved a board plan-less says.
+NO_PLAN = (
+    "no conflict-free plan exists: the agents block each other for good (e.g. they must pass each other in a "
+    "dead-end corridor); change the starts, goals or holes"
+)
+
 
 def _plan(
     prob: _Problem,

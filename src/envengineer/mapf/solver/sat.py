@@ -25,6 +25,11 @@ grow, and the bound itself) hold under assumptions that the next bound drops, so
 clause it learnt. On the crowded boards this halves satisfiability's work (a bound that unit propagation
 refutes costs no more than its new cells).
 
+For the sum of costs the pairs of agents bound the delays first (:mod:`~envengineer.mapf.solver.delays`):
+an agent is delayed at most the bound less what the other agents' pairs must be delayed, so its cells past
+that are left out, and the bound starts from the heaviest matching of the pairs' delays where that is
+above the bound CBS proved.
+
 The work is counted in the budget's units (see the package docstring): the clauses written and the
 solver's propagations, each at a measured rate, so the answer (settled or over the budget) does not depend
 on the machine.
@@ -38,8 +43,10 @@ from itertools import combinations
 from pysat.card import CardEnc, EncType
 from pysat.solvers import Solver
 
+from envengineer.errors import UnsolvableInstance
+from envengineer.mapf.solver.delays import _delay_floors
 from envengineer.mapf.solver.grid import _INF
-from envengineer.mapf.solver.problem import _Budget, _OutOfBudget, _Problem
+from envengineer.mapf.solver.problem import NO_PLAN, _Budget, _OutOfBudget, _Problem
 
 #: The SAT solver of PySAT: one whose propagations can be limited (the budget) and counted.
 SAT_SOLVER = "glucose4"
@@ -88,17 +95,22 @@ class _Formula:
     """A formula that grows with its bound. ``soc``: the bound is the steps above the shortest paths, every
     agent's goal open to it from its shortest-path length on; otherwise the bound is the makespan.
 
-    A cell ``v`` of agent ``i`` at time ``t`` *needs* the bound ``t + h_i(v) - off_i`` (``off_i`` its
-    shortest-path length for the sum of costs, 0 for the makespan), and for the sum of costs its goal
-    needs none; the layer of a bound holds the cells reachable by ``t`` whose need is within it."""
+    A cell ``v`` of agent ``i`` at time ``t`` *needs* the bound ``t + h_i(v) - off_i + others_i``
+    (``off_i`` its shortest-path length for the sum of costs, 0 for the makespan; ``others_i`` a lower
+    bound on the other agents' delays in all, for the sum of costs only, 0 by default), and for the sum of
+    costs its goal needs ``others_i``; the layer of a bound holds the cells reachable by ``t`` whose need
+    is within it. A bound below some ``others_i`` is an error (no plan keeps it)."""
 
-    def __init__(self, prob: _Problem, budget: _Budget, *, soc: bool) -> None:
+    def __init__(
+        self, prob: _Problem, budget: _Budget, *, soc: bool, others: list[int] | None = None
+    ) -> None:
         self.prob = prob
         self.budget = budget
         self.soc = soc
         k = prob.k
         self.shortest = [prob.h[i][prob.starts[i]] for i in range(k)]
         self.off = self.shortest if soc else [0] * k
+        self.others = list(others) if others is not None else [0] * k
         self.from_start = [prob.dist_from(prob.starts[i]) for i in range(k)]
         # the cells of each agent by their distance to its goal (for the sum of costs, its goal apart),
         # and for each cell the largest such distance among the cells one action away
@@ -152,7 +164,9 @@ class _Formula:
         """Extend the formula from the previous bound (none at first) to ``bound``, a larger one."""
         if bound <= self.bound:
             raise ValueError(f"a formula grows: bound {bound} after {self.bound}")
-        horizon = bound + max(self.off)
+        if bound < max(self.others):
+            raise ValueError(f"bound {bound} below the other agents' least delay {max(self.others)}")
+        horizon = bound + max(off - lb for off, lb in zip(self.off, self.others, strict=True))
         # charged as they are written (an agent, a pair at a time), so a formula too large for the
         # budget stops part-way
         new = []
@@ -170,7 +184,7 @@ class _Formula:
     def _cells(self, i: int, bound: int, horizon: int) -> list[dict[int, int]]:
         """Agent ``i``'s cells that ``bound`` adds, per time, with at most one cell per time."""
         add = self.clauses.append
-        goal, off, by_h = self.prob.goals[i], self.off[i], self.by_h[i]
+        goal, off, by_h, lb = self.prob.goals[i], self.off[i], self.by_h[i], self.others[i]
         from_start = self.from_start[i]
         layers, either = self.cells[i], self.either[i]
         new = []
@@ -184,9 +198,9 @@ class _Formula:
                 needs = range(self.bound + 1, bound + 1)  # the needs this bound admits
             fresh: dict[int, int] = {}
             for n in needs:
-                if self.soc and n == 0 and t >= off:
+                if self.soc and n == lb and t >= off:
                     fresh[goal] = self._new()
-                for v in by_h.get(n + off - t, ()):
+                for v in by_h.get(n + off - t - lb, ()):
                     if from_start[v] <= t:
                         fresh[v] = self._new()
             new.append(fresh)
@@ -265,7 +279,7 @@ class _Formula:
         self.selector = self._new()
         nbrs = self.prob.nbrs
         for i, layers in enumerate(self.cells):
-            reach_h, off = self.reach_h[i], self.off[i]
+            reach_h, off, lb = self.reach_h[i], self.off[i], self.others[i]
             cells = self.open[i] + [(t, v) for t in range(horizon + 1) for v in new[i][t]]
             self.open[i] = still = []
             for t, v in cells:
@@ -274,7 +288,7 @@ class _Formula:
                     continue
                 nxt = layers[t + 1]
                 step = [nxt[w] for w in nbrs[v] if w in nxt]
-                if t + 1 + reach_h[v] - off <= bound:
+                if t + 1 + reach_h[v] - off + lb <= bound:
                     add([-layers[t][v], *step])
                 else:
                     add([-self.selector, -layers[t][v], *step])
@@ -296,7 +310,7 @@ class _Formula:
         # delays[i][m]: agent i's delay exceeds m (it is not on its goal for good at d_i + m)
         for i, d in enumerate(self.shortest):
             delay = self.delays[i]
-            delay.extend(-self.done[i][d + m] for m in range(len(delay), bound))
+            delay.extend(-self.done[i][d + m] for m in range(len(delay), bound - self.others[i]))
         if not self.sums:  # the pairwise sums' tree, the same at every bound, summed as it grows
             parts = list(self.delays)
             while len(parts) > 1:
@@ -306,7 +320,9 @@ class _Formula:
             node.widen(bound + 1, self._new, add)
             self._flush()
         total = self.sums[-1].out if self.sums else self.delays[0]
-        self.assumptions += [self.done[i][d + bound] for i, d in enumerate(self.shortest)]
+        # each agent on its goal for good once its own share of the bound is spent
+        cap = [bound - lb for lb in self.others]
+        self.assumptions += [self.done[i][d + cap[i]] for i, d in enumerate(self.shortest)]
         if len(total) > bound:
             self.assumptions.append(-total[bound])
 
@@ -345,10 +361,15 @@ class _Formula:
 
 def _plan_by_sat(prob: _Problem, budget: _Budget, soc_floor: int) -> list[tuple[int, ...]]:
     """An SoC-optimal plan, its sum of costs at least ``soc_floor`` (a proven lower bound); raises
-    ``_OutOfBudget`` when the budget ends first (a board without a plan runs until then)."""
-    formula = _Formula(prob, budget, soc=True)
+    ``_OutOfBudget`` when the budget ends first (a board without a plan runs until then, unless a pair of
+    its agents can never reach their goals: ``UnsolvableInstance``)."""
+    floors = _delay_floors(prob, budget)
+    if floors is None:
+        raise UnsolvableInstance(NO_PLAN)
+    others, least = floors
+    formula = _Formula(prob, budget, soc=True, others=others)
     try:
-        extra = max(0, soc_floor - sum(formula.shortest))
+        extra = max(soc_floor - sum(formula.shortest), least)
         while True:
             formula.grow(extra)
             paths = formula.solve()

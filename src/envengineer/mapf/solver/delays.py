@@ -1,0 +1,109 @@
+"""Lower bounds on the agents' delays from their pairs: the cells satisfiability's formula can leave out.
+
+Two agents planned together, the others ignored, are delayed no more than in any plan of all the agents
+(the two's part of a plan is a plan of the pair), so each pair's own optimum (its table,
+:func:`~envengineer.mapf.solver.pairs._pair_table`) bounds its delay from below, and disjoint pairs' bounds
+add up. With a cost bound of ``extra`` steps above the shortest paths, agent ``i`` is then delayed at most
+``extra`` less the heaviest matching in pairs of the other agents, and a cell that would take it past that
+is left out of the formula; the heaviest matching of all the agents is a lower bound on ``extra`` itself.
+On the crowded boards satisfiability settles, one or two pairs are delayed 8–23 steps, and leaving out the
+cells they rule out halves the formulas (docs/benchmarks.md, "The solver's tail").
+
+A pair whose shortest paths never meet (no cell shared at one time, no swap, no cell of one on the other's
+goal after the other's arrival there) is not delayed, and takes no table: most pairs of a board are so.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from envengineer.mapf.solver.grid import _INF
+from envengineer.mapf.solver.pairs import _pair_table
+from envengineer.mapf.solver.problem import _Budget, _OutOfBudget, _Problem
+
+#: Budget units: one per this many cells an agent's shortest paths are looked for in (measured against
+#: the time of a unit of the searches).
+CELLS_PER_UNIT = 16
+
+
+def _shortest_cells(prob: _Problem, i: int) -> set[tuple[int, int]]:
+    """The (time, cell) pairs on agent ``i``'s shortest paths."""
+    start, h = prob.dist_from(prob.starts[i]), prob.h[i]
+    d = h[prob.starts[i]]
+    return {(start[v], v) for v in range(prob.nc) if start[v] + h[v] == d}
+
+
+def _steps(prob: _Problem, on: set[tuple[int, int]]) -> set[tuple[int, int, int]]:
+    """The moves (time, from, to) between cells of ``on`` one time apart."""
+    return {(t, u, v) for t, u in on for v in prob.nbrs[u] if v != u and (t + 1, v) in on}
+
+
+def _paths_meet(
+    prob: _Problem, i: int, j: int, on: list[set[tuple[int, int]]], steps: list[set[tuple[int, int, int]]]
+) -> bool:
+    """Whether some shortest path of ``i`` and some of ``j`` conflict (a shared cell at one time, a swap,
+    or one's path through the other's goal once the other rests there)."""
+    if not on[i].isdisjoint(on[j]):
+        return True
+    for a, b in ((i, j), (j, i)):
+        goal, arrival = prob.goals[a], prob.h[a][prob.starts[a]]
+        if any(v == goal and t >= arrival for t, v in on[b]):
+            return True
+    return any((t, v, u) in steps[i] for t, u, v in steps[j])
+
+
+def _pair_delays(prob: _Problem, budget: _Budget) -> dict[tuple[int, int], int] | None:
+    """The least delay of every pair of agents, both orders as keys; ``None`` when a pair can never both
+    reach their goals (the board has no plan)."""
+    k = prob.k
+    budget.left -= -(-k * prob.nc // CELLS_PER_UNIT)
+    if budget.left < 0 and budget.exhausted():
+        raise _OutOfBudget
+    on = [_shortest_cells(prob, i) for i in range(k)]
+    steps = [_steps(prob, cells) for cells in on]
+    delays: dict[tuple[int, int], int] = {}
+    for i, j in combinations(range(k), 2):
+        delay = 0
+        if _paths_meet(prob, i, j, on, steps):
+            cost = _pair_table(prob, i, j, budget).both[prob.starts[i] * prob.nc + prob.starts[j]]
+            if cost >= _INF:
+                return None
+            delay = cost - prob.h[i][prob.starts[i]] - prob.h[j][prob.starts[j]]
+        delays[i, j] = delays[j, i] = delay
+    return delays
+
+
+#: Up to this many agents the heaviest matching is found exactly (by recursion over the pairs); beyond,
+#: a greedy one (heaviest pair first), which is still a lower bound.
+EXACT_MATCHING = 8
+
+
+def _heaviest_matching(agents: tuple[int, ...], delays: dict[tuple[int, int], int]) -> int:
+    """The largest sum of pair delays over disjoint pairs of ``agents``."""
+    if len(agents) > EXACT_MATCHING:
+        total, free = 0, set(agents)
+        for delay, a, b in sorted(((delays[a, b], a, b) for a, b in combinations(agents, 2)), reverse=True):
+            if a in free and b in free:
+                total += delay
+                free -= {a, b}
+        return total
+    if len(agents) < 2:
+        return 0
+    first, rest = agents[0], agents[1:]
+    best = _heaviest_matching(rest, delays)  # the first agent in no pair
+    for other in rest:
+        if delays[first, other]:
+            left = tuple(a for a in rest if a != other)
+            best = max(best, delays[first, other] + _heaviest_matching(left, delays))
+    return best
+
+
+def _delay_floors(prob: _Problem, budget: _Budget) -> tuple[list[int], int] | None:
+    """For each agent the least sum of the other agents' delays, and the least sum of all; ``None`` when
+    the board has no plan (a pair that can never reach its goals)."""
+    delays = _pair_delays(prob, budget)
+    if delays is None:
+        return None
+    everyone = tuple(range(prob.k))
+    others = [_heaviest_matching(everyone[:i] + everyone[i + 1 :], delays) for i in everyone]
+    return others, _heaviest_matching(everyone, delays)

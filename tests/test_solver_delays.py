@@ -1,0 +1,94 @@
+"""The pairs' delays that bound satisfiability's formula: by hand, a pair whose shortest paths never meet
+is never delayed (against its table), the heaviest matching, and a pair that can never pass proves the
+board plan-less."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from envengineer.errors import UnsolvableInstance
+from envengineer.mapf.solver import delays as delays_module
+from envengineer.mapf.solver.delays import (
+    _delay_floors,
+    _heaviest_matching,
+    _pair_delays,
+    _paths_meet,
+    _shortest_cells,
+    _steps,
+)
+from envengineer.mapf.solver.grid import _INF
+from envengineer.mapf.solver.pairs import _pair_table
+from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
+from envengineer.mapf.solver.sat import _plan_by_sat
+from test_solver import OPEN3, _problem, random_board
+
+
+def _delays(grid, starts, goals):
+    return _pair_delays(_problem(grid, starts, goals), _Budget(10**6))
+
+
+def test_spec_swap_by_hand():
+    # SPEC's swap on an open 3x3 board: one of the two steps aside, 2 steps above their shortest paths
+    prob = _problem(OPEN3, [(0, 0), (0, 2)], [(0, 2), (0, 0)])
+    assert _pair_delays(prob, _Budget(10**6)) == {(0, 1): 2, (1, 0): 2}
+    # the pair's least delay is a lower bound on the total, and each agent's others are delayed by none
+    assert _delay_floors(prob, _Budget(10**6)) == ([0, 0], 2)
+
+
+def test_a_pair_whose_paths_never_meet_takes_no_table():
+    # agent 0 on the top row, agent 1 on the bottom row, both left to right: never in one cell or a swap
+    prob = _problem(OPEN3, [(0, 0), (2, 0)], [(0, 2), (2, 2)])
+    budget = _Budget(10**6)
+    assert _pair_delays(prob, budget) == {(0, 1): 0, (1, 0): 0}
+    assert prob.pairs_memo == {}
+    assert budget.used == 2  # the look at the shortest paths (2 agents x 9 cells, 16 a unit), no table
+    # a corridor with one pocket: agent 1 reaches its goal (0, 1) from the pocket at time 1, and agent 0
+    # comes along the corridor at time 2 (no shared cell at one time): agent 1 waits in the pocket until 0
+    # has passed, arriving at time 3
+    pocket = (".....", "H.HHH", "HHHHH", "HHHHH", "HHHHH")
+    assert _delays(pocket, [(0, 3), (1, 1)], [(0, 0), (0, 1)])[0, 1] == 2
+
+
+def test_paths_that_never_meet_mean_no_delay_against_the_tables():
+    rng = np.random.default_rng(2030)
+    apart = 0
+    for _ in range(60):
+        grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), 3)
+        prob = _problem(grid, starts, goals)
+        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
+            continue  # the solver turns such a board away before any search
+        on = [_shortest_cells(prob, i) for i in range(prob.k)]
+        steps = [_steps(prob, cells) for cells in on]
+        for i, j in combinations(range(prob.k), 2):
+            table = _pair_table(prob, i, j, _Budget(10**7))
+            cost = table.both[prob.starts[i] * prob.nc + prob.starts[j]]
+            alone = prob.h[i][prob.starts[i]] + prob.h[j][prob.starts[j]]
+            if not _paths_meet(prob, i, j, on, steps):
+                assert cost == alone, (grid, starts, goals, i, j)
+                apart += 1
+    assert apart >= 30, apart
+
+
+def test_the_heaviest_matching_by_hand(monkeypatch):
+    delays = {(0, 1): 5, (2, 3): 1, (0, 2): 4, (1, 3): 3, (0, 3): 0, (1, 2): 0}
+    delays |= {(b, a): d for (a, b), d in list(delays.items())}
+    assert _heaviest_matching((0, 1, 2, 3), delays) == 7  # (0, 2) and (1, 3), not the heaviest pair first
+    assert _heaviest_matching((1, 2, 3), delays) == 3
+    assert _heaviest_matching((3,), delays) == 0
+    # beyond EXACT_MATCHING agents the matching is greedy: still a lower bound, here a lower one
+    monkeypatch.setattr(delays_module, "EXACT_MATCHING", 3)
+    assert _heaviest_matching((0, 1, 2, 3), delays) == 6
+
+
+def test_a_pair_that_can_never_pass_proves_the_board_plan_less():
+    # two agents that must swap in a corridor: the pair's table never reaches its goals
+    corridor = ("....", "HHHH", "HHHH", "HHHH")
+    prob = _problem(corridor, [(0, 0), (0, 3)], [(0, 3), (0, 0)])
+    assert _delay_floors(prob, _Budget(10**6)) is None
+    with pytest.raises(UnsolvableInstance):
+        _plan_by_sat(prob, _Budget(10**6), 0)
+    with pytest.raises(_OutOfBudget):  # the look and the table are charged like any search
+        _pair_delays(_problem(corridor, [(0, 0), (0, 3)], [(0, 3), (0, 0)]), _Budget(5))
