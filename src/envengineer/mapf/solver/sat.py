@@ -8,22 +8,26 @@ optimum. A SAT solver (Glucose 4, through PySAT) reasons about all agents and al
 learns from its dead ends; it settles those boards in a few tens of milliseconds each (docs/benchmarks.md,
 "The solver's tail").
 
-The encoding is the one of MDD-SAT (Surynek et al., 2016): one variable per agent, time and cell the
-agent can stand on at that time within the cost bound (reachable from its start by then, and its goal
-reachable from there in time), at most one cell per agent and time, each step to a neighbour or a wait,
-no two agents on one cell, no swap. For the sum of costs with ``extra`` steps above the shortest paths, a
-variable per agent and time says that the agent is on its goal for good from then on; those of each agent
-form its delay in unary, and the delays' sum, merged pairwise, is at most ``extra``. For the makespan
-``T`` everybody is on its goal at ``T``. The bound grows by one from a proven lower bound until the
-formula is satisfiable, so the first plan found is optimal, and an unsatisfiable formula proves that no
-plan keeps its bound.
+The encoding follows MDD-SAT (Surynek et al., 2016): one variable per agent, time and cell the agent can
+stand on at that time within the cost bound (reachable from its start by then, and its goal reachable
+from there in time), no two agents on one cell, no swap. For the sum of costs with ``extra`` steps above
+the shortest paths, a variable per agent and time says that the agent is on its goal for good from then
+on; those of each agent form its delay in unary, and the delays' sum, merged pairwise, is at most
+``extra``. For the makespan ``T`` everybody is on its goal at ``T``. Where MDD-SAT has each cell step
+forward to a neighbour and at most one cell per agent and time, here each cell is *reached* from a
+neighbour or by a wait one time before: a model's path is read back from the agent's goal at the horizon
+to its start (the one cell at time 0), and every cell on it is true, so it keeps every conflict clause;
+the other true cells, if any, are not used. That is one clause per cell where the forward steps and "at
+most one" took four or five, and the goal, fixed by the bound, propagates backwards. The bound grows by
+one from a proven lower bound until the formula is satisfiable, so the first plan found is optimal, and an
+unsatisfiable formula proves that no plan keeps its bound.
 
 The formula grows with the bound rather than being written afresh for each (:class:`_Formula`): a cell
 enters an agent's layer at time ``t`` at the bound where it first fits, and only what touches the new
-cells is written. The clauses that a larger bound relaxes (a cell's step to a next layer that will still
-grow, and the bound itself) hold under assumptions that the next bound drops, so the solver keeps every
-clause it learnt. On the crowded boards this halves satisfiability's work (a bound that unit propagation
-refutes costs no more than its new cells).
+cells is written. The clauses that a larger bound relaxes (the goal's arrival while the cells before it
+may still grow, and the bound itself) hold under assumptions that the next bound drops, so the solver
+keeps every clause it learnt. On the crowded boards this halves satisfiability's work (a bound that unit
+propagation refutes costs no more than its new cells).
 
 For the sum of costs the pairs of agents bound the delays first (:mod:`~envengineer.mapf.solver.delays`):
 an agent is delayed at most the bound less what the other agents' pairs must be delayed, so its cells past
@@ -40,7 +44,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import combinations
 
-from pysat.card import CardEnc, EncType
 from pysat.solvers import Solver
 
 from envengineer.errors import UnsolvableInstance
@@ -52,8 +55,8 @@ from envengineer.mapf.solver.problem import NO_PLAN, _Budget, _OutOfBudget, _Pro
 SAT_SOLVER = "glucose4"
 #: Budget units: one per this many clauses written, and one per this many propagations of the solver
 #: (measured against the time of a unit of the searches).
-CLAUSES_PER_UNIT = 2.5
-PROPAGATIONS_PER_UNIT = 52
+CLAUSES_PER_UNIT = 1.8
+PROPAGATIONS_PER_UNIT = 28
 
 
 def _charge(budget: _Budget, units: int) -> None:
@@ -112,19 +115,14 @@ class _Formula:
         self.off = self.shortest if soc else [0] * k
         self.others = list(others) if others is not None else [0] * k
         self.from_start = [prob.dist_from(prob.starts[i]) for i in range(k)]
-        # the cells of each agent by their distance to its goal (for the sum of costs, its goal apart),
-        # and for each cell the largest such distance among the cells one action away
+        # the cells of each agent by their distance to its goal (for the sum of costs, its goal apart)
         self.by_h: list[dict[int, list[int]]] = []
-        self.reach_h: list[list[int]] = []
         for i in range(k):
-            h, goal = prob.h[i], prob.goals[i]
-            counted = [hv if hv < _INF and not (soc and v == goal) else -1 for v, hv in enumerate(h)]
             by_h: dict[int, list[int]] = {}
-            for v, hv in enumerate(counted):
-                if hv >= 0 and self.from_start[i][v] < _INF:
+            for v, hv in enumerate(prob.h[i]):
+                if hv < _INF and self.from_start[i][v] < _INF and not (soc and v == prob.goals[i]):
                     by_h.setdefault(hv, []).append(v)
             self.by_h.append(by_h)
-            self.reach_h.append([max((counted[w] for w in nb), default=-1) for nb in prob.nbrs])
         self.top = 0
         self.clauses: list[list[int]] = []
         self.charged = 0.0
@@ -135,12 +133,11 @@ class _Formula:
         # chain); and the agent's "on its goal for good from t" (sum of costs)
         self.cells: list[list[dict[int, int]]] = [[] for _ in range(k)]
         self.moves: list[list[dict[tuple[int, int], tuple[int, int]]]] = [[] for _ in range(k)]
-        self.either: list[list[int]] = [[] for _ in range(k)]
         self.done: list[dict[int, int]] = [{} for _ in range(k)]
         # per agent its delay in unary, and their sums (the last one the total)
         self.delays: list[list[int]] = [[] for _ in range(k)]
         self.sums: list[_Sum] = []
-        # per agent: the (time, cell) whose step is under the bound's selector (its next layer may grow)
+        # per agent: the (time, goal) whose arrival is under the bound's selector (the cells before may grow)
         self.open: list[list[tuple[int, int]]] = [[] for _ in range(k)]
         self.selector = 0
         self.assumptions: list[int] = []
@@ -182,16 +179,14 @@ class _Formula:
         self.bound, self.horizon = bound, horizon
 
     def _cells(self, i: int, bound: int, horizon: int) -> list[dict[int, int]]:
-        """Agent ``i``'s cells that ``bound`` adds, per time, with at most one cell per time."""
-        add = self.clauses.append
+        """Agent ``i``'s cells that ``bound`` adds, per time (its start the one cell at time 0)."""
         goal, off, by_h, lb = self.prob.goals[i], self.off[i], self.by_h[i], self.others[i]
         from_start = self.from_start[i]
-        layers, either = self.cells[i], self.either[i]
+        layers = self.cells[i]
         new = []
         for t in range(horizon + 1):
             if t > self.horizon:
                 layers.append({})
-                either.append(0)
                 self.moves[i].append({})
                 needs = range(bound + 1)  # a new time: every need up to the bound
             else:
@@ -204,26 +199,9 @@ class _Formula:
                     if from_start[v] <= t:
                         fresh[v] = self._new()
             new.append(fresh)
-            if not fresh:
-                continue
             layers[t].update(fresh)
-            if t == 0:
-                add([fresh[self.prob.starts[i]]])
-            # at most one of the new cells, and not one of them beside an earlier one
-            lits = list(fresh.values())
-            one = lits[0]
-            if len(lits) > 1:
-                self._at_most(lits, 1)
-                one = self._new()
-                for x in lits:
-                    add([-x, one])
-            if either[t]:
-                add([-either[t], -one])
-                both = self._new()
-                add([-either[t], both])
-                add([-one, both])
-                one = both
-            either[t] = one
+            if t == 0 and fresh:
+                self.clauses.append([fresh[self.prob.starts[i]]])
         return new
 
     def _conflicts(self, new: list[list[dict[int, int]]], horizon: int) -> None:
@@ -271,30 +249,36 @@ class _Formula:
             self._flush()
 
     def _steps(self, new: list[list[dict[int, int]]], bound: int, horizon: int) -> None:
-        """Each cell steps to a neighbour or stays: for good once its next layer is complete, under this
-        bound's selector while it may still grow (the next bound drops the selector and writes it anew)."""
+        """Each cell an agent stands on at ``t`` it reached from a neighbour or by a wait at ``t - 1``.
+
+        A cell's neighbours one time before need no more of the bound than the cell itself, so they are
+        all in when it enters and its clause holds for good, but for the goal of the sum of costs, which
+        needs only ``others_i``: its clause holds under this bound's selector until its neighbours one
+        time before are in (the next bound drops the selector and writes it anew)."""
         add = self.clauses.append
         if self.selector:
             add([-self.selector])
         self.selector = self._new()
         nbrs = self.prob.nbrs
         for i, layers in enumerate(self.cells):
-            reach_h, off, lb = self.reach_h[i], self.off[i], self.others[i]
-            cells = self.open[i] + [(t, v) for t in range(horizon + 1) for v in new[i][t]]
+            goal, off, lb = self.prob.goals[i], self.off[i], self.others[i]
+            cells = self.open[i] + [(t, v) for t in range(1, horizon + 1) for v in new[i][t]]
             self.open[i] = still = []
             for t, v in cells:
-                if t == horizon:
+                before = layers[t - 1]
+                clause = [-layers[t][v], *(before[u] for u in nbrs[v] if u in before)]
+                if self.soc and v == goal and t - off + lb > bound:
+                    add([-self.selector, *clause])
                     still.append((t, v))
-                    continue
-                nxt = layers[t + 1]
-                step = [nxt[w] for w in nbrs[v] if w in nxt]
-                if t + 1 + reach_h[v] - off + lb <= bound:
-                    add([-layers[t][v], *step])
                 else:
-                    add([-self.selector, -layers[t][v], *step])
-                    still.append((t, v))
+                    add(clause)
             self._flush()
         self.assumptions = [self.selector]
+        if not self.soc:  # everybody on its goal at the horizon (an agent whose start does not fit has none)
+            at_goal = (
+                layers[horizon].get(goal) for layers, goal in zip(self.cells, self.prob.goals, strict=True)
+            )
+            self.assumptions += [x for x in at_goal if x is not None]
 
     def _delays(self, bound: int, horizon: int) -> None:
         """At most ``bound`` steps of delay in all: each agent's "on its goal for good from ``t``" for the
@@ -326,12 +310,6 @@ class _Formula:
         if len(total) > bound:
             self.assumptions.append(-total[bound])
 
-    def _at_most(self, lits: list[int], bound: int) -> None:
-        """At most ``bound`` of ``lits`` true (a sequential counter, its helper variables after ours)."""
-        card = CardEnc.atmost(lits=lits, bound=bound, top_id=self.top, encoding=EncType.seqcounter)
-        self.top = max(self.top, card.nv)
-        self.clauses.extend(card.clauses)
-
     def solve(self) -> list[tuple[int, ...]] | None:
         """Each agent's path up to the formula's horizon, or ``None`` when no plan keeps the bound."""
         if any(not layers[0] for layers in self.cells):
@@ -354,9 +332,19 @@ class _Formula:
         if not found:
             return None
         true = set(x for x in solver.get_model() if x > 0)  # type: ignore[union-attr]
-        return [
-            tuple(next(v for v, x in layer.items() if x in true) for layer in layers) for layers in self.cells
-        ]
+        # each path read back from the agent's goal at the horizon, through cells that are true (so it keeps
+        # every conflict clause); a wait comes first among a cell's neighbours, so the path stays on its goal
+        # for as long as the goal is true (the agent's delay is no more than the formula counted)
+        paths = []
+        for i, layers in enumerate(self.cells):
+            v = self.prob.goals[i]
+            back = [v]
+            for t in range(self.horizon, 0, -1):
+                before = layers[t - 1]
+                v = next(u for u in self.prob.nbrs[v] if before.get(u) in true)
+                back.append(v)
+            paths.append(tuple(reversed(back)))
+        return paths
 
 
 def _plan_by_sat(prob: _Problem, budget: _Budget, soc_floor: int) -> list[tuple[int, ...]]:
