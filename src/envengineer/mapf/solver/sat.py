@@ -129,8 +129,7 @@ class _Formula:
         self.bound = -1
         self.horizon = -1
         # per agent and time: {cell: variable}; {(cell, next cell): their two variables} for each step
-        # between two cells; a variable true when one of the cells written so far is (the at-most-one
-        # chain); and the agent's "on its goal for good from t" (sum of costs)
+        # between two cells (for the swaps); and the agent's "on its goal for good from t" (sum of costs)
         self.cells: list[list[dict[int, int]]] = [[] for _ in range(k)]
         self.moves: list[list[dict[tuple[int, int], tuple[int, int]]]] = [[] for _ in range(k)]
         self.done: list[dict[int, int]] = [{} for _ in range(k)]
