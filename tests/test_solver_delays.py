@@ -1,6 +1,6 @@
-"""The pairs' delays that bound satisfiability's formula: by hand, a pair whose shortest paths never meet
-is never delayed (against its table), the heaviest matching, and a pair that can never pass proves the
-board plan-less."""
+"""The pairs' delays that bound satisfiability's formula: by hand, a pair with a conflict-free pair of
+shortest paths is never delayed and every other pair is (against the tables), the heaviest matching, and
+a pair that can never pass proves the board plan-less."""
 
 from __future__ import annotations
 
@@ -11,17 +11,11 @@ import pytest
 
 from envengineer.errors import UnsolvableInstance
 from envengineer.mapf.solver import delays as delays_module
-from envengineer.mapf.solver.delays import (
-    _delay_floors,
-    _heaviest_matching,
-    _pair_delays,
-    _paths_meet,
-    _shortest_cells,
-    _steps,
-)
+from envengineer.mapf.solver.cbs import _mdds_compatible
+from envengineer.mapf.solver.delays import _delay_floors, _heaviest_matching, _pair_delays
 from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.pairs import _pair_table
-from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
+from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _mdd, _OutOfBudget
 from envengineer.mapf.solver.sat import _plan_by_sat
 from test_solver import OPEN3, _problem, random_board
 
@@ -38,13 +32,13 @@ def test_spec_swap_by_hand():
     assert _delay_floors(prob, _Budget(10**6)) == ([0, 0], 2)
 
 
-def test_a_pair_whose_paths_never_meet_takes_no_table():
+def test_a_pair_whose_shortest_paths_never_meet_takes_no_table():
     # agent 0 on the top row, agent 1 on the bottom row, both left to right: never in one cell or a swap
     prob = _problem(OPEN3, [(0, 0), (2, 0)], [(0, 2), (2, 2)])
     budget = _Budget(10**6)
     assert _pair_delays(prob, budget) == {(0, 1): 0, (1, 0): 0}
     assert prob.pairs_memo == {}
-    assert budget.used == 2  # the look at the shortest paths (2 agents x 9 cells, 16 a unit), no table
+    assert budget.used < 10  # the two decision diagrams (2 agents x 9 cells, 16 a unit) and a few pairs
     # a corridor with one pocket: agent 1 reaches its goal (0, 1) from the pocket at time 1, and agent 0
     # comes along the corridor at time 2 (no shared cell at one time): agent 1 waits in the pocket until 0
     # has passed, arriving at time 3
@@ -52,7 +46,7 @@ def test_a_pair_whose_paths_never_meet_takes_no_table():
     assert _delays(pocket, [(0, 3), (1, 1)], [(0, 0), (0, 1)])[0, 1] == 2
 
 
-def test_paths_that_never_meet_mean_no_delay_against_the_tables():
+def test_a_pair_with_conflict_free_shortest_paths_is_never_delayed_against_its_table():
     rng = np.random.default_rng(2030)
     apart = 0
     for _ in range(60):
@@ -60,15 +54,16 @@ def test_paths_that_never_meet_mean_no_delay_against_the_tables():
         prob = _problem(grid, starts, goals)
         if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
             continue  # the solver turns such a board away before any search
-        on = [_shortest_cells(prob, i) for i in range(prob.k)]
-        steps = [_steps(prob, cells) for cells in on]
+        mdds = [_mdd(prob, i, _NO_CONS, prob.h[i][prob.starts[i]]) for i in range(prob.k)]
         for i, j in combinations(range(prob.k), 2):
             table = _pair_table(prob, i, j, _Budget(10**7))
             cost = table.both[prob.starts[i] * prob.nc + prob.starts[j]]
             alone = prob.h[i][prob.starts[i]] + prob.h[j][prob.starts[j]]
-            if not _paths_meet(prob, i, j, on, steps):
+            if _mdds_compatible(prob, (i, j), mdds[i], mdds[j], _Budget(10**7)):
                 assert cost == alone, (grid, starts, goals, i, j)
                 apart += 1
+            else:
+                assert cost > alone, (grid, starts, goals, i, j)  # the table agrees: the pair is delayed
     assert apart >= 30, apart
 
 

@@ -7,49 +7,26 @@ add up. With a cost bound of ``extra`` steps above the shortest paths, agent ``i
 ``extra`` less the heaviest matching in pairs of the other agents, and a cell that would take it past that
 is left out of the formula; the heaviest matching of all the agents is a lower bound on ``extra`` itself.
 On the crowded boards satisfiability settles, one or two pairs are delayed 8–23 steps, and leaving out the
-cells they rule out halves the formulas (docs/benchmarks.md, "The solver's tail").
+cells they rule out cuts satisfiability's work there by 40–75 % (docs/benchmarks.md, "The solver's
+tail").
 
-A pair whose shortest paths never meet (no cell shared at one time, no swap, no cell of one on the other's
-goal after the other's arrival there) is not delayed, and takes no table: most pairs of a board are so.
+A pair that has a conflict-free pair of shortest paths (no cell shared at one time, no swap, no cell of
+one on the other's goal after the other's arrival there; found in the two agents' decision diagrams as
+CBS finds it) is not delayed, and takes no table: most pairs of a board are so.
 """
 
 from __future__ import annotations
 
 from itertools import combinations
 
+from envengineer.mapf.solver.cbs import _mdds_compatible
 from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.pairs import _pair_table
-from envengineer.mapf.solver.problem import _Budget, _OutOfBudget, _Problem
+from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _mdd, _OutOfBudget, _Problem
 
-#: Budget units: one per this many cells an agent's shortest paths are looked for in (measured against
-#: the time of a unit of the searches).
+#: Budget units: one per this many cells an agent's decision diagram is built over (measured against the
+#: time of a unit of the searches).
 CELLS_PER_UNIT = 16
-
-
-def _shortest_cells(prob: _Problem, i: int) -> set[tuple[int, int]]:
-    """The (time, cell) pairs on agent ``i``'s shortest paths."""
-    start, h = prob.dist_from(prob.starts[i]), prob.h[i]
-    d = h[prob.starts[i]]
-    return {(start[v], v) for v in range(prob.nc) if start[v] + h[v] == d}
-
-
-def _steps(prob: _Problem, on: set[tuple[int, int]]) -> set[tuple[int, int, int]]:
-    """The moves (time, from, to) between cells of ``on`` one time apart."""
-    return {(t, u, v) for t, u in on for v in prob.nbrs[u] if v != u and (t + 1, v) in on}
-
-
-def _paths_meet(
-    prob: _Problem, i: int, j: int, on: list[set[tuple[int, int]]], steps: list[set[tuple[int, int, int]]]
-) -> bool:
-    """Whether some shortest path of ``i`` and some of ``j`` conflict (a shared cell at one time, a swap,
-    or one's path through the other's goal once the other rests there)."""
-    if not on[i].isdisjoint(on[j]):
-        return True
-    for a, b in ((i, j), (j, i)):
-        goal, arrival = prob.goals[a], prob.h[a][prob.starts[a]]
-        if any(v == goal and t >= arrival for t, v in on[b]):
-            return True
-    return any((t, v, u) in steps[i] for t, u, v in steps[j])
 
 
 def _pair_delays(prob: _Problem, budget: _Budget) -> dict[tuple[int, int], int] | None:
@@ -59,12 +36,14 @@ def _pair_delays(prob: _Problem, budget: _Budget) -> dict[tuple[int, int], int] 
     budget.left -= -(-k * prob.nc // CELLS_PER_UNIT)
     if budget.left < 0 and budget.exhausted():
         raise _OutOfBudget
-    on = [_shortest_cells(prob, i) for i in range(k)]
-    steps = [_steps(prob, cells) for cells in on]
+    mdds = [_mdd(prob, i, _NO_CONS, prob.h[i][prob.starts[i]]) for i in range(k)]
     delays: dict[tuple[int, int], int] = {}
     for i, j in combinations(range(k), 2):
         delay = 0
-        if _paths_meet(prob, i, j, on, steps):
+        apart = _mdds_compatible(prob, (i, j), mdds[i], mdds[j], budget)  # charges the pairs it visits
+        if budget.left < 0 and budget.exhausted():
+            raise _OutOfBudget
+        if not apart:
             cost = _pair_table(prob, i, j, budget).both[prob.starts[i] * prob.nc + prob.starts[j]]
             if cost >= _INF:
                 return None
