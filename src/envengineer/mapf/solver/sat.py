@@ -285,7 +285,7 @@ class _Formula:
         add = self.clauses.append
         for i in range(self.prob.k):
             done, goal = self.done[i], self.prob.goals[i]
-            for t in range(max(self.shortest[i], len(done) and max(done) + 1), horizon + 1):
+            for t in range(max(self.shortest[i], self.horizon + 1), horizon + 1):  # the times this bound adds
                 done[t] = self._new()
                 add([-done[t], self.cells[i][t][goal]])
                 if t - 1 in done:
