@@ -18,6 +18,7 @@ Usage::
     python benchmarks/bench_solver.py --agents 5 --size 10 -n 200 --seed 0
     python benchmarks/bench_solver.py --agents 5 --size 10 -n 200 --seed 7 --units --show-slowest 5
     python benchmarks/bench_solver.py --agents 3 --size 3 -n 500 --holes 0.3
+    python benchmarks/bench_solver.py --seed 7 --units --sat-after 12000   # CBS's share before satisfiability
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 import numpy as np
 
 from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
+from envengineer.mapf import solver as solver_module
 from envengineer.mapf.instance import Cell
 from envengineer.mapf.solver import DEFAULT_NODE_BUDGET, last_units, solve
 
@@ -94,6 +96,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--node-budget", type=int, default=DEFAULT_NODE_BUDGET)
     ap.add_argument(
+        "--sat-after",
+        type=int,
+        default=solver_module.SAT_AFTER,
+        help=f"units of CBS before satisfiability on boards of 4+ agents (default {solver_module.SAT_AFTER})",
+    )
+    ap.add_argument(
         "--clock", choices=("cpu", "wall"), default="cpu", help="time.process_time or perf_counter"
     )
     ap.add_argument("--show-slowest", type=int, default=0, help="print the N slowest boards")
@@ -101,6 +109,9 @@ def main(argv: list[str] | None = None) -> None:
         "--units", action="store_true", help="also report the budget units each board used (deterministic)"
     )
     args = ap.parse_args(argv)
+    if args.sat_after < 0:
+        ap.error(f"--sat-after must be 0 or more, not {args.sat_after}")
+    solver_module.SAT_AFTER = args.sat_after
 
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     boards: list[tuple[int, float, int, list[str], list[Cell], list[Cell], str]] = []
@@ -127,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"agents={args.agents} size={args.size} n={args.n} seed={args.seed} "
         f"holes={'U[0,0.5]' if args.holes is None else args.holes} "
-        f"node_budget={args.node_budget} clock={args.clock}"
+        f"node_budget={args.node_budget} sat_after={args.sat_after} clock={args.clock}"
     )
     print(
         f"median {np.median(arr):.2f} ms | p95 {np.percentile(arr, 95):.2f} ms | "
