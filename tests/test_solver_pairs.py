@@ -14,7 +14,7 @@ from envengineer.mapf.instance import Cell
 from envengineer.mapf.solver import joint as solver_joint_module
 from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.joint import _plan_group
-from envengineer.mapf.solver.pairs import _pair_table
+from envengineer.mapf.solver.pairs import _pair_cost, _pair_table
 from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _Cons, _OutOfBudget, _plan, _Problem
 from test_solver import OPEN3, _problem, oracle_soc, random_board
 
@@ -63,6 +63,41 @@ def test_pair_table_is_the_pairs_optimum_from_every_pair_of_cells(seed):
             checked += 1
             unsolvable += want is None
     assert checked > 500 and unsolvable > 20
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_pair_cost_is_the_pairs_optimum_from_their_starts(seed):
+    # the sweeps stop once the starts' entry is proven: against the oracle on small boards, in both orders
+    rng = np.random.default_rng(np.random.SeedSequence((2032, seed)))
+    unsolvable = 0
+    for _ in range(150):
+        n = int(rng.integers(2, 5))
+        grid, starts, goals = random_board(rng, n, 2)
+        want = oracle_soc(grid, starts, goals)
+        for order in ((0, 1), (1, 0)):
+            prob = _problem(grid, [starts[a] for a in order], [goals[a] for a in order])
+            assert _pair_cost(prob, 0, 1, _Budget(10**9)) == (_INF if want is None else want), (grid, starts)
+            assert not prob.pairs_memo  # no table is kept: it is not complete
+        unsolvable += want is None
+    assert unsolvable > 5
+
+
+def test_pair_cost_is_the_tables_entry_in_fewer_sweeps():
+    rng = np.random.default_rng(np.random.SeedSequence(2033))
+    spent = {"cost": 0, "table": 0}
+    for _ in range(40):
+        grid, starts, goals = random_board(rng, 8, 4)
+        prob = _problem(grid, starts, goals)
+        for i, j in itertools.combinations(range(4), 2):
+            budgets = _Budget(10**9), _Budget(10**9)
+            cost = _pair_cost(prob, i, j, budgets[0])
+            table = _pair_table(prob, i, j, budgets[1])
+            assert cost == table.both[prob.starts[i] * prob.nc + prob.starts[j]], (grid, starts, goals, i, j)
+            spent["cost"] += 10**9 - budgets[0].left
+            spent["table"] += 10**9 - budgets[1].left
+            again = _Budget(10**9)
+            assert _pair_cost(prob, i, j, again) == cost and again.left == 10**9  # read from the kept table
+    assert spent["cost"] < 0.7 * spent["table"]
 
 
 def test_the_table_spends_the_budget_and_stops_when_it_runs_out():

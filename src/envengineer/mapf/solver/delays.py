@@ -21,7 +21,7 @@ from itertools import combinations
 
 from envengineer.mapf.solver.cbs import _mdds_compatible
 from envengineer.mapf.solver.grid import _INF
-from envengineer.mapf.solver.pairs import _pair_table
+from envengineer.mapf.solver.pairs import _pair_cost
 from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _mdd, _OutOfBudget, _Problem
 
 #: Budget units: one per this many cells an agent's decision diagram is built over (measured against the
@@ -44,7 +44,7 @@ def _pair_delays(prob: _Problem, budget: _Budget) -> dict[tuple[int, int], int] 
         if budget.left < 0 and budget.exhausted():
             raise _OutOfBudget
         if not apart:
-            cost = _pair_table(prob, i, j, budget).both[prob.starts[i] * prob.nc + prob.starts[j]]
+            cost = _pair_cost(prob, i, j, budget)
             if cost >= _INF:
                 return None
             delay = cost - prob.h[i][prob.starts[i]] - prob.h[j][prob.starts[j]]

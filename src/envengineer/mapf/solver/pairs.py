@@ -57,8 +57,32 @@ def _pair_table(prob: _Problem, i: int, j: int, budget: _Budget) -> _PairTable:
     """The cost-to-go table of agents ``i < j`` (see the module docstring), remembered per problem."""
     key = (i, j)
     known = prob.pairs_memo.get(key)
+    if known is None:
+        known = _sweep(prob, i, j, budget, None)
+        assert isinstance(known, _PairTable)
+        prob.pairs_memo[key] = known
+    return known
+
+
+def _pair_cost(prob: _Problem, i: int, j: int, budget: _Budget) -> int:
+    """The pair's own optimum from their starts (``_INF`` if they can never both finish): the table's
+    entry, with the sweeps stopped as soon as that entry is proven (see :func:`_sweep`)."""
+    known = prob.pairs_memo.get((i, j))
     if known is not None:
-        return known
+        return known.both[prob.starts[i] * prob.nc + prob.starts[j]]
+    if prob.h[j][prob.starts[j]] < prob.h[i][prob.starts[i]]:
+        i, j = j, i  # the pair's optimum is the same either way; the nearer agent first needs fewer sweeps
+    return _sweep(prob, i, j, budget, (prob.starts[i], prob.starts[j]))
+
+
+def _sweep(prob: _Problem, i: int, j: int, budget: _Budget, start: tuple[int, int] | None) -> _PairTable | int:
+    """Value iteration to the fixed point: the whole table; or, given ``start``, the entry of that pair of
+    cells only, once proven. After sweep ``k`` an entry holds the least cost of the plans in which the
+    first agent moves fewer than ``k`` times before either finishes (or ``k`` times, the second finishing
+    at the last). Any other plan has both unfinished for ``k`` steps at least: it costs the first agent
+    ``k`` and the second ``k - 1`` and at least its distance to its goal, so an entry no larger than that
+    is exact. That takes about the first agent's own part of the pair's makespan in sweeps rather than the
+    farthest state's: half the work or less."""
     nc, nbrs = prob.nc, prob.nbrs
     hi, hj = prob.h[i], prob.h[j]
     gi, gj = prob.goals[i], prob.goals[j]
@@ -99,6 +123,11 @@ def _pair_table(prob: _Problem, i: int, j: int, budget: _Budget) -> _PairTable:
     ys, dirs_back = nb[xs, dirs + 1], back[xs, dirs]
     dirs_of = np.arange(4)
     cost = PAIR_SWEEP_COST + r * r // PAIR_ENTRIES_PER_UNIT
+    if start is not None:
+        if hi[start[0]] >= _INF or hj[start[1]] >= _INF:
+            return _INF  # one of them never reaches its goal
+        sx, sy, floor = pos[start[0]], pos[start[1]], hj[start[1]]
+    sweeps = 0
     while True:
         budget.left -= cost
         if budget.left < 0 and budget.exhausted():
@@ -116,9 +145,13 @@ def _pair_table(prob: _Problem, i: int, j: int, budget: _Budget) -> _PairTable:
         if np.array_equal(new, full[:r, :r]):
             break
         full[:r, :r] = new
+        sweeps += 1
+        if start is not None and new[sx, sy] <= sweeps + max(floor, sweeps - 1):
+            return int(new[sx, sy])
+    if start is not None:
+        value = int(full[sx, sy])
+        return _INF if value >= _BIG else value
     both = np.full((nc, nc), _INF, dtype=np.int64)
     values = full[:r, :r]
     both[np.ix_(cells, cells)] = np.where(values >= _BIG, _INF, values)
-    out = _PairTable(both.ravel().tolist(), first_done, second_done)
-    prob.pairs_memo[key] = out
-    return out
+    return _PairTable(both.ravel().tolist(), first_done, second_done)
