@@ -75,7 +75,9 @@ def _pair_cost(prob: _Problem, i: int, j: int, budget: _Budget) -> int:
     return _sweep(prob, i, j, budget, (prob.starts[i], prob.starts[j]))
 
 
-def _sweep(prob: _Problem, i: int, j: int, budget: _Budget, start: tuple[int, int] | None) -> _PairTable | int:
+def _sweep(
+    prob: _Problem, i: int, j: int, budget: _Budget, start: tuple[int, int] | None
+) -> _PairTable | int:
     """Value iteration to the fixed point: the whole table; or, given ``start``, the entry of that pair of
     cells only, once proven. After sweep ``k`` an entry holds the least cost of the plans in which the
     first agent moves fewer than ``k`` times before either finishes (or ``k`` times, the second finishing
