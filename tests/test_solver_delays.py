@@ -1,6 +1,7 @@
 """The pairs' delays that bound satisfiability's formula: by hand, a pair with a conflict-free pair of
-shortest paths is never delayed and every other pair is (against the tables), the heaviest matching, and
-a pair that can never pass proves the board plan-less."""
+shortest paths is never delayed and every other pair is (against the tables), small delays read from the
+decision diagrams equal the tables', the heaviest matching, and a pair that can never pass proves the
+board plan-less."""
 
 from __future__ import annotations
 
@@ -65,6 +66,37 @@ def test_a_pair_with_conflict_free_shortest_paths_is_never_delayed_against_its_t
             else:
                 assert cost > alone, (grid, starts, goals, i, j)  # the table agrees: the pair is delayed
     assert apart >= 30, apart
+
+
+def test_small_delays_are_found_in_the_diagrams_and_equal_the_tables(monkeypatch):
+    # a delay up to DIAGRAM_DELAYS is read from the diagrams one step longer at a time, with no sweep; a
+    # larger one is swept; either way it is the pair's table's (the pair's own optimum, oracle-checked)
+    swept = []
+    sweep = delays_module._pair_cost
+    monkeypatch.setattr(delays_module, "_pair_cost", lambda *a: swept.append(a[1:3]) or sweep(*a))
+    rng = np.random.default_rng(2034)
+    found: dict[int, int] = {}
+    for _ in range(120):
+        grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), 3)
+        prob = _problem(grid, starts, goals)
+        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
+            continue
+        swept.clear()
+        delays = _pair_delays(prob, _Budget(10**7))
+        pairs = list(combinations(range(prob.k), 2))
+        costs = [
+            _pair_table(prob, i, j, _Budget(10**7)).both[prob.starts[i] * prob.nc + prob.starts[j]]
+            for i, j in pairs
+        ]
+        if max(costs) >= _INF:
+            assert delays is None  # a pair that can never both finish
+            continue
+        assert delays is not None
+        for (i, j), cost in zip(pairs, costs, strict=True):
+            assert delays[i, j] == cost - prob.h[i][prob.starts[i]] - prob.h[j][prob.starts[j]]
+            assert ((i, j) in swept) == (delays[i, j] > delays_module.DIAGRAM_DELAYS), (grid, starts, goals)
+            found[delays[i, j]] = found.get(delays[i, j], 0) + 1
+    assert found.get(1, 0) >= 5 and found.get(2, 0) >= 5 and sum(n for d, n in found.items() if d > 2) >= 5
 
 
 def test_the_heaviest_matching_by_hand(monkeypatch):

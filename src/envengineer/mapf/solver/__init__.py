@@ -155,8 +155,9 @@ PART_JOINT_SPACE = 1_000
 #: measured so). The horizons' share is small: their formulas are small and settle the crowded boards in a
 #: few hundred units, where the horizon searches take thousands; CBS's share was 12,000 until the formula
 #: grew with the bound and took the pairs' delays, which made satisfiability the cheaper search on those
-#: boards from a few thousand units of CBS on (docs/benchmarks.md, "The solver's tail").
-SAT_AFTER: int | None = 3_000
+#: boards from a few thousand units of CBS on, and 3,000 until the pairs' delays came mostly from their
+#: decision diagrams and their sweeps stopped early: then 500 (docs/benchmarks.md, "The solver's tail").
+SAT_AFTER: int | None = 500
 SAT_AFTER_HORIZONS = 1_000
 #: A board (or region) that the sum-of-costs CBS did not settle within its share and whose joint positions
 #: number at most this many is first checked for a plan at all (:mod:`~envengineer.mapf.solver.reach`, one

@@ -1,18 +1,21 @@
 """Lower bounds on the agents' delays from their pairs: the cells satisfiability's formula can leave out.
 
 Two agents planned together, the others ignored, are delayed no more than in any plan of all the agents
-(the two's part of a plan is a plan of the pair), so each pair's own optimum (its table,
-:func:`~envengineer.mapf.solver.pairs._pair_table`) bounds its delay from below, and disjoint pairs' bounds
-add up. With a cost bound of ``extra`` steps above the shortest paths, agent ``i`` is then delayed at most
-``extra`` less the heaviest matching in pairs of the other agents, and a cell that would take it past that
-is left out of the formula; the heaviest matching of all the agents is a lower bound on ``extra`` itself.
-On the crowded boards satisfiability settles, one or two pairs are delayed 8–23 steps, and leaving out the
-cells they rule out cuts satisfiability's work there by 40–75 % (docs/benchmarks.md, "The solver's
-tail").
+(the two's part of a plan is a plan of the pair), so each pair's own optimum (its table's entry at their
+starts, :func:`~envengineer.mapf.solver.pairs._pair_table`) bounds its delay from below, and disjoint
+pairs' bounds add up. With a cost bound of ``extra`` steps above the shortest paths, agent ``i`` is then
+delayed at most ``extra`` less the heaviest matching in pairs of the other agents, and a cell that would
+take it past that is left out of the formula; the heaviest matching of all the agents is a lower bound on
+``extra`` itself. On the crowded boards satisfiability settles, one or two pairs are delayed 8–23 steps,
+and leaving out the cells they rule out cuts satisfiability's work there by 40–75 % (docs/benchmarks.md,
+"The solver's tail").
 
 A pair that has a conflict-free pair of shortest paths (no cell shared at one time, no swap, no cell of
 one on the other's goal after the other's arrival there; found in the two agents' decision diagrams as
-CBS finds it) is not delayed, and takes no table: most pairs of a board are so.
+CBS finds it) is not delayed, and takes no table: most pairs of a board are so. A pair delayed one or two
+steps (``DIAGRAM_DELAYS``) is found the same way in diagrams a step or two longer, which costs a fraction
+of the sweeps; only the pairs delayed more are swept, and only until their starts' entry is proven
+(:func:`~envengineer.mapf.solver.pairs._pair_cost`). Either way the delay is the pair's exact optimum.
 """
 
 from __future__ import annotations
@@ -29,25 +32,44 @@ from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _mdd, _OutOfBudge
 CELLS_PER_UNIT = 16
 
 
+#: A pair's delays up to this many steps are looked for in the two agents' decision diagrams first (one
+#: diagram per agent and extra length); beyond, the pair's optimum is swept (``pairs._pair_cost``).
+DIAGRAM_DELAYS = 2
+
+
 def _pair_delays(prob: _Problem, budget: _Budget) -> dict[tuple[int, int], int] | None:
     """The least delay of every pair of agents, both orders as keys; ``None`` when a pair can never both
     reach their goals (the board has no plan)."""
-    k = prob.k
-    budget.left -= -(-k * prob.nc // CELLS_PER_UNIT)
-    if budget.left < 0 and budget.exhausted():
-        raise _OutOfBudget
-    mdds = [_mdd(prob, i, _NO_CONS, prob.h[i][prob.starts[i]]) for i in range(k)]
+    shortest = [prob.h[i][prob.starts[i]] for i in range(prob.k)]
+    mdds: dict[tuple[int, int], list[set[int]]] = {}
+
+    def diagram(i: int, extra: int) -> list[set[int]]:
+        known = mdds.get((i, extra))
+        if known is None:
+            budget.left -= -(-prob.nc // CELLS_PER_UNIT)
+            if budget.left < 0 and budget.exhausted():
+                raise _OutOfBudget
+            known = mdds[i, extra] = _mdd(prob, i, _NO_CONS, shortest[i] + extra)
+        return known
+
+    def apart(i: int, j: int, delay: int) -> bool:
+        """Whether the pair has conflict-free paths ``delay`` steps longer than their shortest in all."""
+        for extra in range(delay + 1):
+            found = _mdds_compatible(prob, (i, j), diagram(i, extra), diagram(j, delay - extra), budget)
+            if budget.left < 0 and budget.exhausted():
+                raise _OutOfBudget
+            if found:
+                return True
+        return False
+
     delays: dict[tuple[int, int], int] = {}
-    for i, j in combinations(range(k), 2):
-        delay = 0
-        apart = _mdds_compatible(prob, (i, j), mdds[i], mdds[j], budget)  # charges the pairs it visits
-        if budget.left < 0 and budget.exhausted():
-            raise _OutOfBudget
-        if not apart:
+    for i, j in combinations(range(prob.k), 2):
+        delay = next((d for d in range(DIAGRAM_DELAYS + 1) if apart(i, j, d)), None)
+        if delay is None:
             cost = _pair_cost(prob, i, j, budget)
             if cost >= _INF:
                 return None
-            delay = cost - prob.h[i][prob.starts[i]] - prob.h[j][prob.starts[j]]
+            delay = cost - shortest[i] - shortest[j]
         delays[i, j] = delays[j, i] = delay
     return delays
 

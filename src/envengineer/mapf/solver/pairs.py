@@ -70,6 +70,8 @@ def _pair_cost(prob: _Problem, i: int, j: int, budget: _Budget) -> int:
     known = prob.pairs_memo.get((i, j))
     if known is not None:
         return known.both[prob.starts[i] * prob.nc + prob.starts[j]]
+    if max(prob.h[i][prob.starts[i]], prob.h[j][prob.starts[j]]) >= _INF:
+        return _INF  # one of them never reaches its goal
     if prob.h[j][prob.starts[j]] < prob.h[i][prob.starts[i]]:
         i, j = j, i  # the pair's optimum is the same either way; the nearer agent first needs fewer sweeps
     return _sweep(prob, i, j, budget, (prob.starts[i], prob.starts[j]))
@@ -126,8 +128,6 @@ def _sweep(
     dirs_of = np.arange(4)
     cost = PAIR_SWEEP_COST + r * r // PAIR_ENTRIES_PER_UNIT
     if start is not None:
-        if hi[start[0]] >= _INF or hj[start[1]] >= _INF:
-            return _INF  # one of them never reaches its goal
         sx, sy, floor = pos[start[0]], pos[start[1]], hj[start[1]]
     sweeps = 0
     while True:
@@ -150,10 +150,9 @@ def _sweep(
         sweeps += 1
         if start is not None and new[sx, sy] <= sweeps + max(floor, sweeps - 1):
             return int(new[sx, sy])
+    values = np.where(full[:r, :r] >= _BIG, _INF, full[:r, :r])
     if start is not None:
-        value = int(full[sx, sy])
-        return _INF if value >= _BIG else value
+        return int(values[sx, sy])
     both = np.full((nc, nc), _INF, dtype=np.int64)
-    values = full[:r, :r]
-    both[np.ix_(cells, cells)] = np.where(values >= _BIG, _INF, values)
+    both[np.ix_(cells, cells)] = values
     return _PairTable(both.ravel().tolist(), first_done, second_done)
