@@ -125,6 +125,7 @@ class _Formula:
             self.by_h.append(by_h)
         self.top = 0
         self.clauses: list[list[int]] = []
+        self.written = 0  # the clauses of this bound handed to the solver
         self.charged = 0.0
         self.bound = -1
         self.horizon = -1
@@ -151,7 +152,13 @@ class _Formula:
         return self.top
 
     def _flush(self) -> None:
-        units = int((len(self.clauses) - self.charged) // CLAUSES_PER_UNIT)
+        """Hand the clauses written so far to the solver and charge them. Held until the end of a bound,
+        thousands of small lists would trigger the garbage collector's full passes (over every object of
+        the process): on the slow boards that took up to half of the formula's time."""
+        self.written += len(self.clauses)
+        self.solver.append_formula(self.clauses)
+        self.clauses.clear()  # the same list: the writers hold its append
+        units = int((self.written - self.charged) // CLAUSES_PER_UNIT)
         if units:
             self.charged += units * CLAUSES_PER_UNIT
             _charge(self.budget, units)
@@ -174,7 +181,8 @@ class _Formula:
         if self.soc:
             self._delays(bound, horizon)
         self.solver.append_formula(self.clauses)
-        self.clauses, self.charged = [], 0.0
+        self.clauses.clear()
+        self.written, self.charged = 0, 0.0
         self.bound, self.horizon = bound, horizon
 
     def _cells(self, i: int, bound: int, horizon: int) -> list[dict[int, int]]:
