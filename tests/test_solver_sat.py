@@ -5,6 +5,7 @@ prove that there is none)."""
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -14,6 +15,7 @@ from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf import solver as solver_module
 from envengineer.mapf.solver import AIDS_MIN_AGENTS, DEFAULT_NODE_BUDGET, _cost, last_units, solve
 from envengineer.mapf.solver.delays import _delay_floors
+from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
 from envengineer.mapf.solver.reach import _has_plan, plan_exists
 from envengineer.mapf.solver.sat import _Formula, _makespan_by_sat, _plan_by_sat, _Sum
@@ -132,6 +134,61 @@ def test_the_formula_grown_bound_by_bound_answers_as_one_written_for_each_bound(
         bounds = range(max(least, max(others)), extra + 3)
         assert _answers(prob, bounds, soc=True, others=others) == [b >= extra for b in bounds]
         checked += 1
+
+
+class _Recorder:
+    """A SAT solver stand-in that keeps every clause handed to it (and passes them on)."""
+
+    def __init__(self, solver) -> None:
+        self.solver, self.clauses = solver, []
+
+    def append_formula(self, clauses) -> None:
+        self.clauses += [list(c) for c in clauses]
+        self.solver.append_formula(clauses)
+
+    def __getattr__(self, name):
+        return getattr(self.solver, name)
+
+
+def _expected_conflicts(formula: _Formula) -> set[frozenset[int]]:
+    """Every shared cell and every swap of two agents over the formula's cells, by brute force."""
+    cells, nbrs, want = formula.cells, formula.prob.nbrs, set()
+    for i, j in itertools.combinations(range(formula.prob.k), 2):
+        for t in range(formula.horizon + 1):
+            want |= {frozenset((-x, -cells[j][t][v])) for v, x in cells[i][t].items() if v in cells[j][t]}
+            if t == formula.horizon:
+                continue
+            for u, x in cells[i][t].items():
+                for v in nbrs[u]:
+                    if v != u and v in cells[i][t + 1] and v in cells[j][t] and u in cells[j][t + 1]:
+                        want.add(frozenset((-x, -cells[i][t + 1][v], -cells[j][t][v], -cells[j][t + 1][u])))
+    return want
+
+
+@pytest.mark.parametrize("soc", [True, False])
+def test_the_conflict_clauses_are_every_shared_cell_and_swap_once(soc):
+    # the clauses with only negative literals are the conflicts (the others each hold a positive one):
+    # grown in jumps, they are exactly the brute-force set over the final cells, none written twice
+    rng = np.random.default_rng(2035)
+    counts = {2: 0, 4: 0}
+    for _ in range(12):
+        grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), int(rng.integers(2, 5)))
+        prob = _problem(grid, starts, goals)
+        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
+            continue
+        formula = _Formula(prob, _Budget(10**7), soc=soc)
+        formula.solver = recorder = _Recorder(formula.solver)
+        try:
+            for bound in (2, 3, 6, 7) if soc else (5, 6, 9):
+                formula.grow(bound)
+            written = [frozenset(c) for c in recorder.clauses if all(x < 0 for x in c) and len(c) in (2, 4)]
+            assert len(written) == len(set(written))
+            assert set(written) == _expected_conflicts(formula), (grid, starts, goals)
+            for c in written:
+                counts[len(c)] += 1
+        finally:
+            formula.close()
+    assert counts[2] > 100 and counts[4] > 20, counts  # shared cells and swaps both took part
 
 
 def _sum_clauses(grow: list[tuple[int, int, int]]) -> set[tuple[int, ...]]:

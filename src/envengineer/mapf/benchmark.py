@@ -60,7 +60,7 @@ VALIDATION_PER_CELL = 4
 BENCHMARK_V1_SHA256 = "2cb56073dd210b729c7bee43f3a96563ac3d59611dd7d40956b62c4ad475b277"
 #: SHA-256 of the packaged ``benchmark-v2.jsonl`` and of its plans file (also in docs/testbed.md).
 BENCHMARK_V2_SHA256 = "65346573ab64fa1fae710702aca580828591dc1f0abc629dfa6a2e8fbc6c136c"
-BENCHMARK_V2_PLANS_SHA256 = "023df1a10e0625f1ca26f3212170acff3e5c2ffeb3309aeb5715a2d9d4a3c177"
+BENCHMARK_V2_PLANS_SHA256 = "3aa904ad1c910e8f5b9ef2479b9e4e6fdc963a4f1fd6d79515021952b7831482"
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,8 @@ on the machine.
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import combinations
 
+import numpy as np
 from pysat.solvers import Solver
 
 from envengineer.errors import UnsolvableInstance
@@ -57,6 +57,8 @@ SAT_SOLVER = "glucose4"
 #: (measured against the time of a unit of the searches).
 CLAUSES_PER_UNIT = 1.8
 PROPAGATIONS_PER_UNIT = 28
+#: Conflict clauses are handed over and charged this many at a time.
+EMIT_SLICE = 512
 
 
 def _charge(budget: _Budget, units: int) -> None:
@@ -129,10 +131,12 @@ class _Formula:
         self.charged = 0.0
         self.bound = -1
         self.horizon = -1
-        # per agent and time: {cell: variable}; {(cell, next cell): their two variables} for each step
-        # between two cells (for the swaps); and the agent's "on its goal for good from t" (sum of costs)
+        # per agent and time: {cell: variable}; and the agent's "on its goal for good from t" (sum of costs)
         self.cells: list[list[dict[int, int]]] = [[] for _ in range(k)]
-        self.moves: list[list[dict[tuple[int, int], tuple[int, int]]]] = [[] for _ in range(k)]
+        self.var = np.zeros((k, 0, prob.nc + 1), dtype=np.int64)  # the cells' variables again, for numpy
+        # each cell's neighbours but itself, ``nc`` (no cell) after them
+        steps = [[w for w in x if w != v] for v, x in enumerate(prob.nbrs)]
+        self.steps = np.array([row + [prob.nc] * (4 - len(row)) for row in steps], dtype=np.int64)
         self.done: list[dict[int, int]] = [{} for _ in range(k)]
         # per agent its delay in unary, and their sums (the last one the total)
         self.delays: list[list[int]] = [[] for _ in range(k)]
@@ -194,7 +198,6 @@ class _Formula:
         for t in range(horizon + 1):
             if t > self.horizon:
                 layers.append({})
-                self.moves[i].append({})
                 needs = range(bound + 1)  # a new time: every need up to the bound
             else:
                 needs = range(self.bound + 1, bound + 1)  # the needs this bound admits
@@ -212,47 +215,66 @@ class _Formula:
         return new
 
     def _conflicts(self, new: list[list[dict[int, int]]], horizon: int) -> None:
-        """No shared cell and no swap, for every pair of agents, where a new cell takes part."""
-        add = self.clauses.append
-        nbrs = self.prob.nbrs
-        fresh_moves = []
-        for i, layers in enumerate(self.cells):
-            per_time = []
-            for t in range(horizon):
-                nxt, moves = layers[t + 1], {}
-                for u, x in new[i][t].items():
-                    for v in nbrs[u]:
-                        if v != u and v in nxt:
-                            moves[u, v] = (x, nxt[v])
-                for v, y in new[i][t + 1].items():
-                    for u in nbrs[v]:
-                        if u != v and u not in new[i][t] and u in layers[t]:
-                            moves[u, v] = (layers[t][u], y)
-                self.moves[i][t].update(moves)
-                per_time.append(moves)
-            fresh_moves.append(per_time)
-        for i, j in combinations(range(self.prob.k), 2):
-            for t in range(horizon + 1):
-                ni, nj = new[i][t], new[j][t]
-                for v, x in ni.items():
-                    y = self.cells[j][t].get(v)
-                    if y is not None:
-                        add([-x, -y])
-                for v, y in nj.items():
-                    x = self.cells[i][t].get(v)
-                    if x is not None and v not in ni:
-                        add([-x, -y])
-                if t == horizon:
-                    continue
-                mi, mj = fresh_moves[i][t], fresh_moves[j][t]
-                for (u, v), (a, b) in mi.items():
-                    back = self.moves[j][t].get((v, u))
-                    if back is not None:
-                        add([-a, -b, -back[0], -back[1]])
-                for (v, u), (c, d) in mj.items():
-                    there = self.moves[i][t].get((u, v))
-                    if there is not None and (u, v) not in mi:
-                        add([-there[0], -there[1], -c, -d])
+        """No shared cell and no swap, for every pair of agents, where a new cell takes part: each new cell
+        and each new step looked up at once in every other agent's cells (numpy), two new ones written
+        once (from the lower agent)."""
+        ag, ts, vs = self._place(new, horizon)
+        var, js = self.var, np.arange(self.prob.k)[:, None]
+        fresh = np.zeros(var.shape, dtype=bool)
+        fresh[ag, ts, vs] = True
+        other = var[:, ts, vs]  # (agent, new cell): every agent's variable there
+        keep = (other > 0) & (js != ag) & ~(fresh[:, ts, vs] & (js < ag))
+        j, n = np.nonzero(keep)
+        self._emit(np.stack((-var[ag[n], ts[n], vs[n]], -other[j, n]), axis=1))
+        a, t, u, w = self._new_steps(ag, ts, vs, fresh, horizon)
+        there, back = var[:, t, w], var[:, t + 1, u]  # another agent on w at t and on u at t + 1: a swap
+        keep = (there > 0) & (back > 0) & (js != a) & ~((fresh[:, t, w] | fresh[:, t + 1, u]) & (js < a))
+        j, n = np.nonzero(keep)
+        mine = (-var[a[n], t[n], u[n]], -var[a[n], t[n] + 1, w[n]])
+        self._emit(np.stack((*mine, -there[j, n], -back[j, n]), axis=1))
+
+    def _place(self, new: list[list[dict[int, int]]], horizon: int) -> tuple[np.ndarray, ...]:
+        """Enter the new cells in ``self.var`` (agent, time, cell: the variable, 0 for none; the last
+        column, 0 throughout, stands for "no neighbour") and return them: agent, time and cell arrays."""
+        if self.var.shape[1] <= horizon:
+            grown = np.zeros((self.prob.k, horizon + 1, self.prob.nc + 1), dtype=np.int64)
+            grown[:, : self.var.shape[1]] = self.var
+            self.var = grown
+        ag: list[int] = []
+        ts: list[int] = []
+        vs: list[int] = []
+        xs: list[int] = []
+        for i, per_time in enumerate(new):
+            for t, fresh in enumerate(per_time):
+                if fresh:
+                    ag += [i] * len(fresh)
+                    ts += [t] * len(fresh)
+                    vs += fresh
+                    xs += fresh.values()
+        arrays = tuple(np.array(x, dtype=np.int64) for x in (ag, ts, vs))
+        self.var[arrays] = xs
+        return arrays
+
+    def _new_steps(
+        self, ag: np.ndarray, ts: np.ndarray, vs: np.ndarray, fresh: np.ndarray, horizon: int
+    ) -> tuple[np.ndarray, ...]:
+        """The steps between two neighbouring cells, one of them new: agent, time, from, to."""
+        var, nb = self.var, self.steps
+        out = ts < horizon  # from a new cell at t to any cell at t + 1
+        a, t, u = ag[out], ts[out], vs[out]
+        n, d = np.nonzero(var[a[:, None], t[:, None] + 1, nb[u]] > 0)
+        first = (a[n], t[n], u[n], nb[u[n], d])
+        into = ts > 0  # into a new cell at t + 1 from an old one at t
+        a, t, w = ag[into], ts[into] - 1, vs[into]
+        u = nb[w]
+        n, d = np.nonzero((var[a[:, None], t[:, None], u] > 0) & ~fresh[a[:, None], t[:, None], u])
+        second = (a[n], t[n], u[n, d], w[n])
+        return tuple(np.concatenate(pair) for pair in zip(first, second, strict=True))
+
+    def _emit(self, clauses: np.ndarray) -> None:
+        """Hand over and charge ``clauses`` (rows) a slice at a time, so the budget stops them part-way."""
+        for part in range(0, len(clauses), EMIT_SLICE):
+            self.clauses.extend(clauses[part : part + EMIT_SLICE].tolist())
             self._flush()
 
     def _steps(self, new: list[list[dict[int, int]]], bound: int, horizon: int) -> None:
