@@ -152,7 +152,8 @@ class _Recorder:
 
 def _expected_conflicts(formula: _Formula) -> set[frozenset[int]]:
     """Every shared cell and every swap of two agents over the formula's cells, by brute force."""
-    cells, nbrs, want = formula.cells, formula.prob.nbrs, set()
+    nbrs, want = formula.prob.nbrs, set()
+    cells = [[{v: x for v, x in enumerate(row) if x} for row in agent] for agent in formula.var.tolist()]
     for i, j in itertools.combinations(range(formula.prob.k), 2):
         for t in range(formula.horizon + 1):
             want |= {frozenset((-x, -cells[j][t][v])) for v, x in cells[i][t].items() if v in cells[j][t]}

@@ -57,6 +57,9 @@ SAT_SOLVER = "glucose4"
 #: (measured against the time of a unit of the searches).
 CLAUSES_PER_UNIT = 1.8
 PROPAGATIONS_PER_UNIT = 28
+#: The formula grows this many bounds at a time, the bounds within asked by assumptions: each growth has
+#: a cost of its own, about as much as the cells it adds on the crowded boards.
+BOUNDS_PER_GROWTH = 1
 #: Conflict clauses are handed over and charged this many at a time.
 EMIT_SLICE = 512
 
@@ -104,7 +107,11 @@ class _Formula:
     (``off_i`` its shortest-path length for the sum of costs, 0 for the makespan; ``others_i`` a lower
     bound on the other agents' delays in all, for the sum of costs only, 0 by default), and for the sum of
     costs its goal needs ``others_i``; the layer of a bound holds the cells reachable by ``t`` whose need
-    is within it. A bound below some ``others_i`` is an error (no plan keeps it)."""
+    is within it. A bound below some ``others_i`` is an error (no plan keeps it).
+
+    The cells' variables live in one numpy array, ``var[agent, time, cell]`` (0 where the cell is not in
+    the agent's layer; a last column, 0 throughout, stands for "no such neighbour"), so the cells a bound
+    adds and their clauses are found for all of them at once rather than one at a time."""
 
     def __init__(
         self, prob: _Problem, budget: _Budget, *, soc: bool, others: list[int] | None = None
@@ -112,39 +119,38 @@ class _Formula:
         self.prob = prob
         self.budget = budget
         self.soc = soc
-        k = prob.k
+        k, nc = prob.k, prob.nc
         self.shortest = [prob.h[i][prob.starts[i]] for i in range(k)]
         self.off = self.shortest if soc else [0] * k
         self.others = list(others) if others is not None else [0] * k
-        self.from_start = [prob.dist_from(prob.starts[i]) for i in range(k)]
-        # the cells of each agent by their distance to its goal (for the sum of costs, its goal apart)
-        self.by_h: list[dict[int, list[int]]] = []
+        # per agent and cell the bound a cell needs at time 0 (``_INF`` off the agent's ways; for the sum of
+        # costs its goal apart), and its distance from the agent's start
+        self.base = np.full((k, nc), _INF, dtype=np.int64)
+        self.from_start = np.full((k, nc), _INF, dtype=np.int64)
         for i in range(k):
-            by_h: dict[int, list[int]] = {}
-            for v, hv in enumerate(prob.h[i]):
-                if hv < _INF and self.from_start[i][v] < _INF and not (soc and v == prob.goals[i]):
-                    by_h.setdefault(hv, []).append(v)
-            self.by_h.append(by_h)
-        self.top = 0
-        self.clauses: list[list[int]] = []
+            h, start = np.minimum(np.array(prob.h[i]), _INF), np.array(prob.dist_from(prob.starts[i]))
+            ways = (h < _INF) & (start < _INF)
+            self.base[i, ways] = h[ways] - self.off[i] + self.others[i]
+            self.from_start[i] = np.minimum(start, _INF)
+            if soc:
+                self.base[i, prob.goals[i]] = _INF
+        self.var = np.zeros((k, 0, nc + 1), dtype=np.int64)
+        # each cell's neighbours and itself (a wait, first), ``nc`` (no cell) after them; and without itself
+        self.ways = np.array([list(x) + [nc] * (5 - len(x)) for x in prob.nbrs], dtype=np.int64)
+        self.steps = np.array([([w for w in x if w != v] + [nc] * 4)[:4] for v, x in enumerate(prob.nbrs)])
+        self.top = 1  # variable 1 is false (a unit clause), the filler of the clauses written as rows
+        self.clauses: list[list[int]] = [[-1]]
         self.written = 0  # the clauses of this bound handed to the solver
         self.charged = 0.0
         self.bound = -1
         self.horizon = -1
-        # per agent and time: {cell: variable}; and the agent's "on its goal for good from t" (sum of costs)
-        self.cells: list[list[dict[int, int]]] = [[] for _ in range(k)]
-        self.var = np.zeros((k, 0, prob.nc + 1), dtype=np.int64)  # the cells' variables again, for numpy
-        # each cell's neighbours but itself, ``nc`` (no cell) after them
-        steps = [[w for w in x if w != v] for v, x in enumerate(prob.nbrs)]
-        self.steps = np.array([row + [prob.nc] * (4 - len(row)) for row in steps], dtype=np.int64)
+        # per agent its "on its goal for good from t" (sum of costs), its delay in unary, and their sums
         self.done: list[dict[int, int]] = [{} for _ in range(k)]
-        # per agent its delay in unary, and their sums (the last one the total)
         self.delays: list[list[int]] = [[] for _ in range(k)]
         self.sums: list[_Sum] = []
-        # per agent: the (time, goal) whose arrival is under the bound's selector (the cells before may grow)
-        self.open: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+        # the goals' arrivals under the bound's selector (the cells before them may grow): agent, time, cell
+        self.open: tuple[np.ndarray, ...] = (np.zeros(0, dtype=np.int64),) * 3
         self.selector = 0
-        self.assumptions: list[int] = []
         self.solver = Solver(name=SAT_SOLVER)
         self.propagations = 0
 
@@ -167,6 +173,12 @@ class _Formula:
             self.charged += units * CLAUSES_PER_UNIT
             _charge(self.budget, units)
 
+    def _emit(self, clauses: np.ndarray) -> None:
+        """Hand over and charge ``clauses`` (rows) a slice at a time, so the budget stops them part-way."""
+        for part in range(0, len(clauses), EMIT_SLICE):
+            self.clauses.extend(clauses[part : part + EMIT_SLICE].tolist())
+            self._flush()
+
     def grow(self, bound: int) -> None:
         """Extend the formula from the previous bound (none at first) to ``bound``, a larger one."""
         if bound <= self.bound:
@@ -174,14 +186,16 @@ class _Formula:
         if bound < max(self.others):
             raise ValueError(f"bound {bound} below the other agents' least delay {max(self.others)}")
         horizon = bound + max(off - lb for off, lb in zip(self.off, self.others, strict=True))
-        # charged as they are written (an agent, a pair at a time), so a formula too large for the
-        # budget stops part-way
-        new = []
-        for i in range(self.prob.k):
-            new.append(self._cells(i, bound, horizon))
-            self._flush()
-        self._conflicts(new, horizon)
-        self._steps(new, bound, horizon)
+        if self.var.shape[1] <= horizon:
+            grown = np.zeros((self.prob.k, horizon + 1, self.prob.nc + 1), dtype=np.int64)
+            grown[:, : self.var.shape[1]] = self.var
+            self.var = grown
+        # charged as they are written (a slice at a time), so a formula too large for the budget stops
+        # part-way
+        new = self._cells(bound, horizon)
+        self._flush()
+        self._conflicts(*new, horizon)
+        self._steps(*new, bound)
         if self.soc:
             self._delays(bound, horizon)
         self.solver.append_formula(self.clauses)
@@ -189,36 +203,33 @@ class _Formula:
         self.written, self.charged = 0, 0.0
         self.bound, self.horizon = bound, horizon
 
-    def _cells(self, i: int, bound: int, horizon: int) -> list[dict[int, int]]:
-        """Agent ``i``'s cells that ``bound`` adds, per time (its start the one cell at time 0)."""
-        goal, off, by_h, lb = self.prob.goals[i], self.off[i], self.by_h[i], self.others[i]
-        from_start = self.from_start[i]
-        layers = self.cells[i]
-        new = []
-        for t in range(horizon + 1):
-            if t > self.horizon:
-                layers.append({})
-                needs = range(bound + 1)  # a new time: every need up to the bound
-            else:
-                needs = range(self.bound + 1, bound + 1)  # the needs this bound admits
-            fresh: dict[int, int] = {}
-            for n in needs:
-                if self.soc and n == lb and t >= off:
-                    fresh[goal] = self._new()
-                for v in by_h.get(n + off - t - lb, ()):
-                    if from_start[v] <= t:
-                        fresh[v] = self._new()
-            new.append(fresh)
-            layers[t].update(fresh)
-            if t == 0 and fresh:
-                self.clauses.append([fresh[self.prob.starts[i]]])
-        return new
+    def _cells(self, bound: int, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The cells that ``bound`` adds (each agent's start the one cell at time 0), as agents, times and
+        cells in the order of their variables: by agent, time, need, the goal first, then cell."""
+        k, goals = self.prob.k, np.array(self.prob.goals)
+        times = np.arange(horizon + 1)[:, None]
+        need = np.where(self.from_start[:, None] <= times, times + self.base[:, None], _INF)  # agent, t, cell
+        if self.soc:
+            off, lb = np.array(self.off)[:, None], np.array(self.others)[:, None]
+            need[np.arange(k)[:, None], times.T, goals[:, None]] = np.where(times.T >= off, lb, _INF)
+        fits = need <= bound
+        if self.bound >= 0:  # the cells the last bound wrote are in already
+            fits[:, : self.horizon + 1] &= need[:, : self.horizon + 1] > self.bound
+        ag, ts, vs = np.nonzero(fits)
+        order = np.lexsort((vs, vs != goals[ag], need[ag, ts, vs], ts, ag))
+        ag, ts, vs = ag[order], ts[order], vs[order]
+        self.var[ag, ts, vs] = np.arange(self.top + 1, self.top + 1 + len(ts))
+        self.top += len(ts)
+        starts = self.var[
+            ag[ts == 0], 0, np.array(self.prob.starts)[ag[ts == 0]]
+        ]  # the first bound to admit them
+        self.clauses += [[x] for x in starts.tolist()]
+        return ag, ts, vs
 
-    def _conflicts(self, new: list[list[dict[int, int]]], horizon: int) -> None:
+    def _conflicts(self, ag: np.ndarray, ts: np.ndarray, vs: np.ndarray, horizon: int) -> None:
         """No shared cell and no swap, for every pair of agents, where a new cell takes part: each new cell
-        and each new step looked up at once in every other agent's cells (numpy), two new ones written
-        once (from the lower agent)."""
-        ag, ts, vs = self._place(new, horizon)
+        and each new step looked up at once in every other agent's cells, two new ones written once (from
+        the lower agent)."""
         var, js = self.var, np.arange(self.prob.k)[:, None]
         fresh = np.zeros(var.shape, dtype=bool)
         fresh[ag, ts, vs] = True
@@ -232,28 +243,6 @@ class _Formula:
         j, n = np.nonzero(keep)
         mine = (-var[a[n], t[n], u[n]], -var[a[n], t[n] + 1, w[n]])
         self._emit(np.stack((*mine, -there[j, n], -back[j, n]), axis=1))
-
-    def _place(self, new: list[list[dict[int, int]]], horizon: int) -> tuple[np.ndarray, ...]:
-        """Enter the new cells in ``self.var`` (agent, time, cell: the variable, 0 for none; the last
-        column, 0 throughout, stands for "no neighbour") and return them: agent, time and cell arrays."""
-        if self.var.shape[1] <= horizon:
-            grown = np.zeros((self.prob.k, horizon + 1, self.prob.nc + 1), dtype=np.int64)
-            grown[:, : self.var.shape[1]] = self.var
-            self.var = grown
-        ag: list[int] = []
-        ts: list[int] = []
-        vs: list[int] = []
-        xs: list[int] = []
-        for i, per_time in enumerate(new):
-            for t, fresh in enumerate(per_time):
-                if fresh:
-                    ag += [i] * len(fresh)
-                    ts += [t] * len(fresh)
-                    vs += fresh
-                    xs += fresh.values()
-        arrays = tuple(np.array(x, dtype=np.int64) for x in (ag, ts, vs))
-        self.var[arrays] = xs
-        return arrays
 
     def _new_steps(
         self, ag: np.ndarray, ts: np.ndarray, vs: np.ndarray, fresh: np.ndarray, horizon: int
@@ -271,43 +260,33 @@ class _Formula:
         second = (a[n], t[n], u[n, d], w[n])
         return tuple(np.concatenate(pair) for pair in zip(first, second, strict=True))
 
-    def _emit(self, clauses: np.ndarray) -> None:
-        """Hand over and charge ``clauses`` (rows) a slice at a time, so the budget stops them part-way."""
-        for part in range(0, len(clauses), EMIT_SLICE):
-            self.clauses.extend(clauses[part : part + EMIT_SLICE].tolist())
-            self._flush()
-
-    def _steps(self, new: list[list[dict[int, int]]], bound: int, horizon: int) -> None:
+    def _steps(self, ag: np.ndarray, ts: np.ndarray, vs: np.ndarray, bound: int) -> None:
         """Each cell an agent stands on at ``t`` it reached from a neighbour or by a wait at ``t - 1``.
 
         A cell's neighbours one time before need no more of the bound than the cell itself, so they are
         all in when it enters and its clause holds for good, but for the goal of the sum of costs, which
         needs only ``others_i``: its clause holds under this bound's selector until its neighbours one
-        time before are in (the next bound drops the selector and writes it anew)."""
-        add = self.clauses.append
+        time before are in (the next bound drops the selector and writes it anew). Each clause is a row
+        of seven: the selector or the false filler, the cell, and its five ways in (the filler where none)."""
         if self.selector:
-            add([-self.selector])
+            self.clauses.append([-self.selector])
         self.selector = self._new()
-        nbrs = self.prob.nbrs
-        for i, layers in enumerate(self.cells):
-            goal, off, lb = self.prob.goals[i], self.off[i], self.others[i]
-            cells = self.open[i] + [(t, v) for t in range(1, horizon + 1) for v in new[i][t]]
-            self.open[i] = still = []
-            for t, v in cells:
-                before = layers[t - 1]
-                clause = [-layers[t][v], *(before[u] for u in nbrs[v] if u in before)]
-                if self.soc and v == goal and t - off + lb > bound:
-                    add([-self.selector, *clause])
-                    still.append((t, v))
-                else:
-                    add(clause)
-            self._flush()
-        self.assumptions = [self.selector]
-        if not self.soc:  # everybody on its goal at the horizon (an agent whose start does not fit has none)
-            at_goal = (
-                layers[horizon].get(goal) for layers, goal in zip(self.cells, self.prob.goals, strict=True)
-            )
-            self.assumptions += [x for x in at_goal if x is not None]
+        goals = np.array(self.prob.goals)
+        later = ts > 0
+        ag, ts, vs = (
+            np.concatenate((held, new[later])) for held, new in zip(self.open, (ag, ts, vs), strict=True)
+        )
+        ways = self.var[ag[:, None], ts[:, None] - 1, self.ways[vs]]
+        if self.soc:
+            off, lb = np.array(self.off), np.array(self.others)
+            held = (vs == goals[ag]) & (ts - off[ag] + lb[ag] > bound)
+        else:
+            held = np.zeros(len(ts), dtype=bool)
+        self.open = (ag[held], ts[held], vs[held])
+        rows = np.column_stack(
+            (np.where(held, -self.selector, 1), -self.var[ag, ts, vs], np.where(ways > 0, ways, 1))
+        )
+        self._emit(rows)
 
     def _delays(self, bound: int, horizon: int) -> None:
         """At most ``bound`` steps of delay in all: each agent's "on its goal for good from ``t``" for the
@@ -317,7 +296,7 @@ class _Formula:
             done, goal = self.done[i], self.prob.goals[i]
             for t in range(max(self.shortest[i], self.horizon + 1), horizon + 1):  # the times this bound adds
                 done[t] = self._new()
-                add([-done[t], self.cells[i][t][goal]])
+                add([-done[t], int(self.var[i, t, goal])])
                 if t - 1 in done:
                     add([-done[t - 1], done[t]])
         # delays[i][m]: agent i's delay exceeds m (it is not on its goal for good at d_i + m)
@@ -332,17 +311,33 @@ class _Formula:
         for node in self.sums:  # children before their parents
             node.widen(bound + 1, self._new, add)
             self._flush()
-        total = self.sums[-1].out if self.sums else self.delays[0]
-        # each agent on its goal for good once its own share of the bound is spent
-        cap = [bound - lb for lb in self.others]
-        self.assumptions += [self.done[i][d + cap[i]] for i, d in enumerate(self.shortest)]
-        if len(total) > bound:
-            self.assumptions.append(-total[bound])
 
-    def solve(self) -> list[tuple[int, ...]] | None:
-        """Each agent's path up to the formula's horizon, or ``None`` when no plan keeps the bound."""
-        if any(not layers[0] for layers in self.cells):
-            return None  # a makespan bound below an agent's shortest path: its start does not fit
+    def _assume(self, bound: int) -> list[int] | None:
+        """The assumptions that hold the formula to ``bound``, at most its own (``None``: a makespan below
+        some agent's shortest path). A plan within a smaller bound uses only cells that bound admits (an
+        agent on a cell of need ``n`` is delayed ``n`` in all, with the others' least), so the formula of a
+        larger bound answers for it as the formula of that bound would."""
+        if not self.soc:  # everybody on its goal at the horizon ``bound``
+            at_goal = self.var[np.arange(self.prob.k), bound, self.prob.goals]
+            return [self.selector, *at_goal.tolist()] if at_goal.all() else None
+        total = self.sums[-1].out if self.sums else self.delays[0]
+        # each agent on its goal for good once its own share of the bound is spent; the sum within it
+        done = [
+            self.done[i][d + bound - lb]
+            for i, (d, lb) in enumerate(zip(self.shortest, self.others, strict=True))
+        ]
+        return [self.selector, *done, *([-total[bound]] if len(total) > bound else [])]
+
+    def solve(self, bound: int | None = None) -> list[tuple[int, ...]] | None:
+        """Each agent's path up to the formula's horizon within ``bound`` (by default the formula's own,
+        never above it), or ``None`` when no plan keeps the bound."""
+        if bound is None:
+            bound = self.bound
+        if not max(self.others) <= bound <= self.bound:
+            raise ValueError(f"bound {bound} outside {max(self.others)}..{self.bound}, the formula's")
+        assumptions = self._assume(bound)
+        if assumptions is None:
+            return None
         budget, solver = self.budget, self.solver
         found = None
         while found is None:
@@ -352,7 +347,7 @@ class _Formula:
             if budget.deadline is not None:
                 units = min(units, budget.CHUNK)
             solver.prop_budget(max(units, 1) * PROPAGATIONS_PER_UNIT)
-            found = solver.solve_limited(assumptions=self.assumptions)
+            found = solver.solve_limited(assumptions=assumptions)
             props = solver.accum_stats()["propagations"]
             spent = (props - self.propagations) // PROPAGATIONS_PER_UNIT
             self.propagations += spent * PROPAGATIONS_PER_UNIT
@@ -365,12 +360,13 @@ class _Formula:
         # every conflict clause); a wait comes first among a cell's neighbours, so the path stays on its goal
         # for as long as the goal is true (the agent's delay is no more than the formula counted)
         paths = []
-        for i, layers in enumerate(self.cells):
+        end = self.horizon if self.soc else bound  # on its goal for good from its cost on / at the makespan
+        for i, layers in enumerate(self.var[:, : end + 1].tolist()):
             v = self.prob.goals[i]
             back = [v]
-            for t in range(self.horizon, 0, -1):
+            for t in range(end, 0, -1):
                 before = layers[t - 1]
-                v = next(u for u in self.prob.nbrs[v] if before.get(u) in true)
+                v = next(u for u in self.prob.nbrs[v] if before[u] in true)
                 back.append(v)
             paths.append(tuple(reversed(back)))
         return paths
@@ -388,11 +384,12 @@ def _plan_by_sat(prob: _Problem, budget: _Budget, soc_floor: int) -> list[tuple[
     try:
         extra = max(soc_floor - sum(formula.shortest), least)
         while True:
-            formula.grow(extra)
-            paths = formula.solve()
-            if paths is not None:
-                return paths  # each up to the formula's horizon, on its goal from its cost on
-            extra += 1
+            formula.grow(extra + BOUNDS_PER_GROWTH - 1)
+            for bound in range(extra, formula.bound + 1):
+                paths = formula.solve(bound)
+                if paths is not None:
+                    return paths  # each up to the formula's horizon, on its goal from its cost on
+            extra = formula.bound + 1
     finally:
         formula.close()
 
@@ -403,8 +400,9 @@ def _makespan_by_sat(prob: _Problem, budget: _Budget, lb: int, ub: int) -> int:
     formula = _Formula(prob, budget, soc=False)
     try:
         for t in range(lb, ub):
-            formula.grow(t)
-            if formula.solve() is not None:
+            if t > formula.bound:
+                formula.grow(min(t + BOUNDS_PER_GROWTH - 1, ub - 1))
+            if formula.solve(t) is not None:
                 return t
         return ub
     finally:
