@@ -92,17 +92,23 @@ def test_satisfiability_matches_brute_force(seed, monkeypatch):
     assert solved >= 10, solved
 
 
-def _answers(prob, bounds, *, soc: bool, others=None) -> list[bool]:
-    """Whether the formula has a model at each of ``bounds``, one formula grown through them all."""
+def _answers(prob, bounds, *, soc: bool, others=None, grown_to: int | None = None) -> list[bool]:
+    """Whether the formula has a model at each of ``bounds``, one formula grown through them all (or, with
+    ``grown_to``, grown to that bound at once and asked each of them by assumptions)."""
     formula = _Formula(prob, _Budget(10**7), soc=soc, others=others)
+    if grown_to is not None:
+        formula.grow(grown_to)
     try:
         answers = []
         for bound in bounds:
-            formula.grow(bound)
-            paths = formula.solve()
+            if grown_to is None:
+                formula.grow(bound)
+            paths = formula.solve(bound)
             answers.append(paths is not None)
             if paths is not None and soc:  # a model is a plan that keeps the bound
                 assert _soc(paths, prob.goals) <= sum(formula.shortest) + bound
+            elif paths is not None:  # every agent on its goal at the makespan asked
+                assert [p[bound] for p in paths] == prob.goals and all(len(p) == bound + 1 for p in paths)
         return answers
     finally:
         formula.close()
@@ -110,11 +116,12 @@ def _answers(prob, bounds, *, soc: bool, others=None) -> list[bool]:
 
 @pytest.mark.parametrize("seed", range(2))
 def test_the_formula_grown_bound_by_bound_answers_as_one_written_for_each_bound(seed):
-    """The formula grows with its bound and drops the last bound's assumptions; at every bound it has a
-    model exactly when the oracle's optimum keeps the bound, as does a formula written at once for that
-    bound and one grown in jumps of two. Both objectives; every bound from 0 (for the makespan, bounds
-    below an agent's shortest path too, which have no model); for the sum of costs also with the cells
-    that the pairs' delays rule out left out, from the least delay they prove."""
+    """The formula grows with its bound and drops the last bound's assumptions; at every bound it has a model
+    exactly when the oracle's optimum keeps the bound, as does a formula written at once for that
+    bound, one grown in jumps of two, and one written at once for the largest bound and asked each.
+    Both objectives; every bound from 0 (for the makespan, bounds below an agent's shortest path too,
+    which have no model); for the sum of costs also with the cells that the pairs' delays rule out
+    left out, from the least delay they prove."""
     rng = np.random.default_rng(np.random.SeedSequence((2029, seed)))
     checked = 0
     while checked < 8:
@@ -129,10 +136,14 @@ def test_the_formula_grown_bound_by_bound_answers_as_one_written_for_each_bound(
             assert grown == [b >= want for b in bounds], (grid, starts, goals, is_soc)
             assert [_answers(prob, [b], soc=is_soc)[0] for b in bounds] == grown
             assert _answers(prob, bounds[1::2], soc=is_soc) == grown[1::2]
+            assert _answers(prob, bounds, soc=is_soc, grown_to=bounds[-1]) == grown
         others, least = _delay_floors(prob, _Budget(10**7))
         assert least <= extra
         bounds = range(max(least, max(others)), extra + 3)
         assert _answers(prob, bounds, soc=True, others=others) == [b >= extra for b in bounds]
+        assert _answers(prob, bounds, soc=True, others=others, grown_to=bounds[-1]) == [
+            b >= extra for b in bounds
+        ]
         checked += 1
 
 
