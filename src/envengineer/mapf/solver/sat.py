@@ -57,10 +57,11 @@ SAT_SOLVER = "glucose4"
 #: (measured against the time of a unit of the searches).
 CLAUSES_PER_UNIT = 1.8
 PROPAGATIONS_PER_UNIT = 28
-#: The formula grows this many bounds at a time, the bounds within asked by assumptions: each growth has
-#: a cost of its own, about as much as the cells it adds on the crowded boards.
+#: The formula grows this many bounds at a time, the bounds within asked by assumptions. A growth has a
+#: CPU cost of its own that the units do not count, but the bounds grown past the optimum cost their
+#: cells: 2 to 6 raised the units' tail and left the CPU time's within its spread (docs/benchmarks.md).
 BOUNDS_PER_GROWTH = 1
-#: Conflict clauses are handed over and charged this many at a time.
+#: The clauses written as rows (the conflicts, the steps) are handed over and charged this many at a time.
 EMIT_SLICE = 512
 
 
@@ -220,10 +221,8 @@ class _Formula:
         ag, ts, vs = ag[order], ts[order], vs[order]
         self.var[ag, ts, vs] = np.arange(self.top + 1, self.top + 1 + len(ts))
         self.top += len(ts)
-        starts = self.var[
-            ag[ts == 0], 0, np.array(self.prob.starts)[ag[ts == 0]]
-        ]  # the first bound to admit them
-        self.clauses += [[x] for x in starts.tolist()]
+        first = ag[ts == 0]  # the agents whose start this bound admits first: there at time 0
+        self.clauses += [[x] for x in self.var[first, 0, np.array(self.prob.starts)[first]].tolist()]
         return ag, ts, vs
 
     def _conflicts(self, ag: np.ndarray, ts: np.ndarray, vs: np.ndarray, horizon: int) -> None:
