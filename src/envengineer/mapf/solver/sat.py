@@ -57,10 +57,6 @@ SAT_SOLVER = "glucose4"
 #: (measured against the time of a unit of the searches).
 CLAUSES_PER_UNIT = 1.8
 PROPAGATIONS_PER_UNIT = 28
-#: The formula grows this many bounds at a time, the bounds within asked by assumptions. A growth has a
-#: CPU cost of its own that the units do not count, but the bounds grown past the optimum cost their
-#: cells: 2 to 6 raised the units' tail and left the CPU time's within its spread (docs/benchmarks.md).
-BOUNDS_PER_GROWTH = 1
 #: The clauses written as rows (the conflicts, the steps) are handed over and charged this many at a time.
 EMIT_SLICE = 512
 
@@ -383,12 +379,11 @@ def _plan_by_sat(prob: _Problem, budget: _Budget, soc_floor: int) -> list[tuple[
     try:
         extra = max(soc_floor - sum(formula.shortest), least)
         while True:
-            formula.grow(extra + BOUNDS_PER_GROWTH - 1)
-            for bound in range(extra, formula.bound + 1):
-                paths = formula.solve(bound)
-                if paths is not None:
-                    return paths  # each up to the formula's horizon, on its goal from its cost on
-            extra = formula.bound + 1
+            formula.grow(extra)
+            paths = formula.solve()
+            if paths is not None:
+                return paths  # each up to the formula's horizon, on its goal from its cost on
+            extra += 1
     finally:
         formula.close()
 
@@ -399,9 +394,8 @@ def _makespan_by_sat(prob: _Problem, budget: _Budget, lb: int, ub: int) -> int:
     formula = _Formula(prob, budget, soc=False)
     try:
         for t in range(lb, ub):
-            if t > formula.bound:
-                formula.grow(min(t + BOUNDS_PER_GROWTH - 1, ub - 1))
-            if formula.solve(t) is not None:
+            formula.grow(t)
+            if formula.solve() is not None:
                 return t
         return ub
     finally:
