@@ -18,7 +18,7 @@ from envengineer.mapf.solver.delays import _delay_floors
 from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
 from envengineer.mapf.solver.reach import _has_plan, plan_exists
-from envengineer.mapf.solver.sat import _Formula, _makespan_by_sat, _plan_by_sat, _Sum
+from envengineer.mapf.solver.sat import _Formula, _least_bound, _makespan_by_sat, _plan_by_sat, _Sum
 from test_solver import OPEN3, _problem, check_plan, oracle_makespan, oracle_soc, random_board
 
 
@@ -201,6 +201,138 @@ def test_the_conflict_clauses_are_every_shared_cell_and_swap_once(soc):
         finally:
             formula.close()
     assert counts[2] > 100 and counts[4] > 20, counts  # shared cells and swaps both took part
+
+
+def _need(prob, formula: _Formula, i: int, t: int, v: int) -> int:
+    """The bound that cell ``v`` of agent ``i`` at time ``t`` needs, by its definition (``_Formula``)."""
+    if formula.soc and v == prob.goals[i]:
+        return formula.others[i] if t >= formula.off[i] else _INF
+    if prob.dist_from(prob.starts[i])[v] > t or prob.h[i][v] >= _INF:
+        return _INF
+    return t + prob.h[i][v] - formula.off[i] + formula.others[i]
+
+
+@pytest.mark.parametrize("soc", [True, False])
+def test_the_cells_are_those_whose_need_fits_the_bound(soc):
+    # grown in jumps (the cells of each bound found per agent and cell from the last), the formula's layers
+    # hold exactly the cells whose need is within the bound, each with a variable of its own
+    rng = np.random.default_rng(2036)
+    checked = 0
+    while checked < 10:
+        grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), int(rng.integers(2, 5)))
+        prob = _problem(grid, starts, goals)
+        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
+            continue
+        floors = _delay_floors(prob, _Budget(10**7))
+        if floors is None:
+            continue
+        formula = _Formula(prob, _Budget(10**7), soc=soc, others=floors[0] if soc else None)
+        low = max(formula.others) if soc else max(formula.shortest)
+        try:
+            for bound in (low, low + 1, low + 4, low + 5):
+                formula.grow(bound)
+                have = formula.var[:, :, : prob.nc]
+                assert len(np.unique(have[have > 0])) == np.count_nonzero(have)
+                want = [
+                    [
+                        [_need(prob, formula, i, t, v) <= bound for v in range(prob.nc)]
+                        for t in range(have.shape[1])
+                    ]
+                    for i in range(prob.k)
+                ]
+                assert (have > 0).tolist() == want, (grid, starts, goals, bound)
+        finally:
+            formula.close()
+        checked += 1
+
+
+def test_a_goal_held_to_a_wait_is_written_once_and_opened_once():
+    """A goal at a time its arrival is not yet open has its clause written once under its guard ("the
+    bound is below" the one that opens it) and once more, with every way in, when a bound opens it; every
+    other cell's clause is written once. Grown bound by bound and in jumps, with the pairs' floors."""
+    rng = np.random.default_rng(2037)
+    checked = opened = 0
+    while checked < 10:
+        grid, starts, goals = random_board(rng, int(rng.integers(4, 6)), int(rng.integers(2, 5)))
+        prob = _problem(grid, starts, goals)
+        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
+            continue
+        floors = _delay_floors(prob, _Budget(10**7))
+        if floors is None:
+            continue
+        formula = _Formula(prob, _Budget(10**7), soc=True, others=floors[0])
+        formula.solver = recorder = _Recorder(formula.solver)
+        low = max(formula.others)
+        try:
+            for bound in (low, low + 1, low + 2, low + 5, low + 6):
+                formula.grow(bound)
+            rows: dict[int, list[list[int]]] = {}
+            for c in recorder.clauses:
+                if len(c) == 7:  # a cell's ways in: guard or filler, the cell, five ways or fillers
+                    rows.setdefault(-c[1], []).append(c)
+            goal_vars = {
+                int(formula.var[i, t, g])
+                for i, g in enumerate(prob.goals)
+                for t in range(formula.horizon + 1)
+            }
+            for cell, written in rows.items():
+                if len(written) == 1:
+                    continue
+                assert cell in goal_vars and len(written) == 2, (cell, written)
+                (guard, _, *held), (filler, _, *opened_ways) = written
+                assert guard < 0 and filler == 1  # the first under its guard, the second for good
+                assert set(held) - {1} < set(opened_ways) - {1}  # the wait alone, then every way in
+                opened += 1
+        finally:
+            formula.close()
+        checked += 1
+    assert opened > 20, opened
+
+
+class _Ladder:
+    """A formula stand-in: a plan from bound ``least`` on, and the bounds below ``outright`` refuted by
+    propagation alone; it records the bounds grown and asked."""
+
+    def __init__(self, least: int, outright: int) -> None:
+        self.least, self.outright, self.bound = least, outright, -1
+        self.grown: list[int] = []
+        self.asked: list[int] = []
+        self.refuted_outright = False
+
+    def grow(self, bound: int) -> None:
+        assert bound > self.bound
+        self.bound = bound
+        self.grown.append(bound)
+
+    def solve(self, bound: int | None = None):
+        bound = self.bound if bound is None else bound
+        assert bound <= self.bound
+        self.asked.append(bound)
+        self.refuted_outright = bound < min(self.outright, self.least)
+        return [(bound,)] if bound >= self.least else None
+
+
+def test_the_bounds_step_by_two_after_a_refutation_by_propagation_alone():
+    # every refutation by propagation: 3, 5, 7 refuted, 9 has a plan, and 8, skipped, has none
+    ladder = _Ladder(least=9, outright=99)
+    assert _least_bound(ladder, 3) == (9, [(9,)])
+    assert (ladder.grown, ladder.asked) == ([3, 5, 7, 9], [3, 5, 7, 9, 8])
+    # 11 has a plan and so has 10, skipped: the least is returned
+    ladder = _Ladder(least=10, outright=99)
+    assert _least_bound(ladder, 3) == (10, [(10,)])
+    assert (ladder.grown, ladder.asked) == ([3, 5, 7, 9, 11], [3, 5, 7, 9, 11, 10])
+    # a refutation that needed search steps by one again
+    ladder = _Ladder(least=10, outright=6)
+    assert _least_bound(ladder, 3) == (10, [(10,)])
+    assert ladder.grown == [3, 5, 7, 8, 9, 10]
+    # below ``hi`` (the makespan's known plan) the formula never grows to ``hi``, and answers ``hi`` when
+    # no bound below has a plan
+    ladder = _Ladder(least=12, outright=99)
+    assert _least_bound(ladder, 3, hi=10) == (10, None)
+    assert ladder.grown == [3, 5, 7, 9]
+    ladder = _Ladder(least=9, outright=99)
+    assert _least_bound(ladder, 4, hi=10) == (9, [(9,)])
+    assert (ladder.grown, ladder.asked) == ([4, 6, 8, 9], [4, 6, 8, 9])
 
 
 def _sum_clauses(grow: list[tuple[int, int, int]]) -> set[tuple[int, ...]]:

@@ -20,14 +20,16 @@ to its start (the one cell at time 0), and every cell on it is true, so it keeps
 the other true cells, if any, are not used. That is one clause per cell where the forward steps and "at
 most one" took four or five, and the goal, fixed by the bound, propagates backwards. The bound grows by
 one from a proven lower bound until the formula is satisfiable, so the first plan found is optimal, and an
-unsatisfiable formula proves that no plan keeps its bound.
+unsatisfiable formula proves that no plan keeps its bound (after a bound that propagation alone refutes it
+grows by two, and asks the one skipped where the larger has a plan: :func:`_least_bound`).
 
 The formula grows with the bound rather than being written afresh for each (:class:`_Formula`): a cell
 enters an agent's layer at time ``t`` at the bound where it first fits, and only what touches the new
-cells is written. The clauses that a larger bound relaxes (the goal's arrival while the cells before it
-may still grow, and the bound itself) hold under assumptions that the next bound drops, so the solver
-keeps every clause it learnt. On the crowded boards this halves satisfiability's work (a bound that unit
-propagation refutes costs no more than its new cells).
+cells is written. The clauses that a larger bound relaxes hold under assumptions: the bound itself, and
+an arrival at the goal that the bound does not open yet (the agent can only have waited there), written
+once under "the bound is below" the one that opens it. So the solver keeps every clause it learnt, and
+a formula answers any bound up to its own. On the crowded boards this halves satisfiability's work (a
+bound that unit propagation refutes costs no more than its new cells).
 
 For the sum of costs the pairs of agents bound the delays first (:mod:`~envengineer.mapf.solver.delays`):
 an agent is delayed at most the bound less what the other agents' pairs must be delayed, so its cells past
@@ -59,6 +61,12 @@ CLAUSES_PER_UNIT = 1.8
 PROPAGATIONS_PER_UNIT = 28
 #: The clauses written as rows (the conflicts, the steps) are handed over and charged this many at a time.
 EMIT_SLICE = 512
+#: After a bound that propagation alone refutes (no conflict below the assumptions), the next bound is this
+#: many above it. On the crowded boards such bounds come in runs of up to a dozen below the optimum (the
+#: bounds fail on the same few agents' detours), and each costs a growth of the formula, far more than its
+#: refutation: a step of two halves those growths, and overshoots the optimum by one bound at most. Larger
+#: steps and doubling overshoot more (docs/benchmarks.md, "Fewer and cheaper growths of the formula").
+OUTRIGHT_STEP = 2
 
 
 def _charge(budget: _Budget, units: int) -> None:
@@ -145,11 +153,16 @@ class _Formula:
         self.done: list[dict[int, int]] = [{} for _ in range(k)]
         self.delays: list[list[int]] = [[] for _ in range(k)]
         self.sums: list[_Sum] = []
-        # the goals' arrivals under the bound's selector (the cells before them may grow): agent, time, cell
-        self.open: tuple[np.ndarray, ...] = (np.zeros(0, dtype=np.int64),) * 3
-        self.selector = 0
+        # the goals' arrivals held to a wait until the bound opens them: agent, time, cell, that bound
+        self.held: tuple[np.ndarray, ...] = (np.zeros(0, dtype=np.int64),) * 4
+        # ``below[b - below_from]``: "the bound is below b", each implying the next (the held rows' guards)
+        self.below_from = max(self.others) + 1
+        self.below: list[int] = []
         self.solver = Solver(name=SAT_SOLVER)
         self.propagations = 0
+        self.conflicts = 0
+        #: whether the last bound :meth:`solve` found no plan for was refuted by propagation alone
+        self.refuted_outright = False
 
     def close(self) -> None:
         self.solver.delete()
@@ -202,18 +215,32 @@ class _Formula:
 
     def _cells(self, bound: int, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The cells that ``bound`` adds (each agent's start the one cell at time 0), as agents, times and
-        cells in the order of their variables: by agent, time, need, the goal first, then cell."""
+        cells in the order of their variables: by agent, time, need, the goal first, then cell.
+
+        A cell ``v`` of agent ``i`` needs ``t + base[i, v]`` from its earliest time on, one more per step
+        later, so the times a bound adds are a run per agent and cell (and the goal of the sum of costs,
+        needing ``others_i`` throughout, enters at every time the horizon adds): found per agent and cell,
+        not over every time."""
         k, goals = self.prob.k, np.array(self.prob.goals)
-        times = np.arange(horizon + 1)[:, None]
-        need = np.where(self.from_start[:, None] <= times, times + self.base[:, None], _INF)  # agent, t, cell
-        if self.soc:
-            off, lb = np.array(self.off)[:, None], np.array(self.others)[:, None]
-            need[np.arange(k)[:, None], times.T, goals[:, None]] = np.where(times.T >= off, lb, _INF)
-        fits = need <= bound
-        if self.bound >= 0:  # the cells the last bound wrote are in already
-            fits[:, : self.horizon + 1] &= need[:, : self.horizon + 1] > self.bound
-        ag, ts, vs = np.nonzero(fits)
-        order = np.lexsort((vs, vs != goals[ag], need[ag, ts, vs], ts, ag))
+        prev = self.bound if self.bound >= 0 else -_INF
+        since = np.maximum(self.from_start, prev + 1 - self.base)  # agent, cell: the run of times added
+        count = np.clip(bound - self.base - since + 1, 0, None)
+        ag, vs = np.nonzero(count)
+        runs = count[ag, vs]
+        ends = np.cumsum(runs)
+        ts = np.repeat(since[ag, vs] - ends + runs, runs) + np.arange(ends[-1] if len(ends) else 0)
+        ag, vs = np.repeat(ag, runs), np.repeat(vs, runs)
+        need = ts + self.base[ag, vs]
+        if self.soc:  # each goal at the times the horizon adds, from the agent's shortest-path length on
+            off, lb = np.array(self.off), np.array(self.others)
+            since = np.maximum(off, self.horizon + 1)
+            runs = np.clip(horizon - since + 1, 0, None)
+            ends = np.cumsum(runs)
+            at = np.repeat(since - ends + runs, runs) + np.arange(ends[-1])
+            who = np.repeat(np.arange(k), runs)
+            ag, ts, vs = np.concatenate((ag, who)), np.concatenate((ts, at)), np.concatenate((vs, goals[who]))
+            need = np.concatenate((need, lb[who]))
+        order = np.lexsort((vs, vs != goals[ag], need, ts, ag))
         ag, ts, vs = ag[order], ts[order], vs[order]
         self.var[ag, ts, vs] = np.arange(self.top + 1, self.top + 1 + len(ts))
         self.top += len(ts)
@@ -260,28 +287,44 @@ class _Formula:
 
         A cell's neighbours one time before need no more of the bound than the cell itself, so they are
         all in when it enters and its clause holds for good, but for the goal of the sum of costs, which
-        needs only ``others_i``: its clause holds under this bound's selector until its neighbours one
-        time before are in (the next bound drops the selector and writes it anew). Each clause is a row
-        of seven: the selector or the false filler, the cell, and its five ways in (the filler where none)."""
-        if self.selector:
-            self.clauses.append([-self.selector])
-        self.selector = self._new()
-        goals = np.array(self.prob.goals)
+        needs only ``others_i``: its neighbours at ``t - 1`` enter together, at the bound ``t - off_i +
+        others_i`` that opens an arrival at ``t``. Until then the agent can only have waited there (an
+        arrival would delay it past its share of the bound): that clause is written once, under "the
+        bound is below" that one, and the clause with every way in is written when the bound opens it.
+        Each clause is a row of seven: the guard or the false filler, the cell, and its five ways in (the
+        filler where none)."""
         later = ts > 0
-        ag, ts, vs = (
-            np.concatenate((held, new[later])) for held, new in zip(self.open, (ag, ts, vs), strict=True)
-        )
-        ways = self.var[ag[:, None], ts[:, None] - 1, self.ways[vs]]
+        ag, ts, vs = ag[later], ts[later], vs[later]
+        guard = np.zeros(len(ts), dtype=np.int64)  # 0: none (the false filler)
         if self.soc:
-            off, lb = np.array(self.off), np.array(self.others)
-            held = (vs == goals[ag]) & (ts - off[ag] + lb[ag] > bound)
-        else:
-            held = np.zeros(len(ts), dtype=bool)
-        self.open = (ag[held], ts[held], vs[held])
+            off, lb, goals = np.array(self.off), np.array(self.others), np.array(self.prob.goals)
+            opens = np.where(vs == goals[ag], ts - off[ag] + lb[ag], 0)  # the bound that opens each row
+            held = opens > bound
+            if held.any():
+                guard[held] = -self._below(opens[held])
+            new = (ag, ts, vs, opens)
+            due = self.held[3] <= bound  # held so far, opened now: written again with every way in
+            ag, ts, vs = (
+                np.concatenate((was[due], now)) for was, now in zip(self.held[:3], new[:3], strict=True)
+            )
+            guard = np.concatenate((np.zeros(int(due.sum()), dtype=np.int64), guard))
+            self.held = tuple(
+                np.concatenate((was[~due], now[held])) for was, now in zip(self.held, new, strict=True)
+            )
+        ways = self.var[ag[:, None], ts[:, None] - 1, self.ways[vs]]
         rows = np.column_stack(
-            (np.where(held, -self.selector, 1), -self.var[ag, ts, vs], np.where(ways > 0, ways, 1))
+            (np.where(guard < 0, guard, 1), -self.var[ag, ts, vs], np.where(ways > 0, ways, 1))
         )
         self._emit(rows)
+
+    def _below(self, bounds: np.ndarray) -> np.ndarray:
+        """The variables "the bound is below b" for each of ``bounds``, the chain grown to the largest."""
+        chain = self.below
+        for _ in range(len(chain), int(bounds.max()) - self.below_from + 1):
+            chain.append(self._new())
+            if len(chain) > 1:
+                self.clauses.append([-chain[-2], chain[-1]])
+        return np.array(chain, dtype=np.int64)[bounds - self.below_from]
 
     def _delays(self, bound: int, horizon: int) -> None:
         """At most ``bound`` steps of delay in all: each agent's "on its goal for good from ``t``" for the
@@ -314,14 +357,18 @@ class _Formula:
         larger bound answers for it as the formula of that bound would."""
         if not self.soc:  # everybody on its goal at the horizon ``bound``
             at_goal = self.var[np.arange(self.prob.k), bound, self.prob.goals]
-            return [self.selector, *at_goal.tolist()] if at_goal.all() else None
+            return at_goal.tolist() if at_goal.all() else None
         total = self.sums[-1].out if self.sums else self.delays[0]
         # each agent on its goal for good once its own share of the bound is spent; the sum within it
         done = [
             self.done[i][d + bound - lb]
             for i, (d, lb) in enumerate(zip(self.shortest, self.others, strict=True))
         ]
-        return [self.selector, *done, *([-total[bound]] if len(total) > bound else [])]
+        # the goals' arrivals that a larger bound opens held to waits (they would spend more than the bound)
+        held = (
+            [self.below[bound + 1 - self.below_from]] if len(self.below) > bound + 1 - self.below_from else []
+        )
+        return [*held, *done, *([-total[bound]] if len(total) > bound else [])]
 
     def solve(self, bound: int | None = None) -> list[tuple[int, ...]] | None:
         """Each agent's path up to the formula's horizon within ``bound`` (by default the formula's own,
@@ -332,6 +379,7 @@ class _Formula:
             raise ValueError(f"bound {bound} outside {max(self.others)}..{self.bound}, the formula's")
         assumptions = self._assume(bound)
         if assumptions is None:
+            self.refuted_outright = True
             return None
         budget, solver = self.budget, self.solver
         found = None
@@ -348,6 +396,10 @@ class _Formula:
             self.propagations += spent * PROPAGATIONS_PER_UNIT
             # a call ended by its limit costs at least a unit, so the budget always runs out
             _charge(budget, spent if found is not None else max(spent, 1))
+        conflicts = solver.accum_stats()["conflicts"]
+        # the one conflict is the assumptions' own: no search below them
+        self.refuted_outright = not found and conflicts - self.conflicts <= 1
+        self.conflicts = conflicts
         if not found:
             return None
         true = set(x for x in solver.get_model() if x > 0)  # type: ignore[union-attr]
@@ -367,6 +419,32 @@ class _Formula:
         return paths
 
 
+def _least_bound(
+    formula: _Formula, lo: int, hi: int | None = None
+) -> tuple[int, list[tuple[int, ...]] | None]:
+    """The least bound from ``lo`` (below ``hi``, where given) at which ``formula`` has a plan, and that
+    plan; ``(hi, None)`` when no bound below ``hi`` has one.
+
+    After a bound refuted by propagation alone the next is ``OUTRIGHT_STEP`` above it (see there), after
+    one that needed search the next one up. A plan at a bound past a skipped one makes the formula answer
+    that one (:meth:`_Formula.solve` takes any bound up to its own), the least first, so the plan returned
+    is optimal."""
+    refuted, step = lo - 1, 1  # every bound up to ``refuted`` has no plan
+    while hi is None or refuted + 1 < hi:
+        bound = refuted + step if hi is None else min(refuted + step, hi - 1)
+        formula.grow(bound)
+        paths = formula.solve()
+        if paths is not None:
+            for skipped in range(refuted + 1, bound):
+                found = formula.solve(skipped)
+                if found is not None:
+                    return skipped, found
+            return bound, paths
+        refuted = bound
+        step = OUTRIGHT_STEP if formula.refuted_outright else 1
+    return hi, None
+
+
 def _plan_by_sat(prob: _Problem, budget: _Budget, soc_floor: int) -> list[tuple[int, ...]]:
     """An SoC-optimal plan, its sum of costs at least ``soc_floor`` (a proven lower bound); raises
     ``_OutOfBudget`` when the budget ends first (a board without a plan runs until then, unless a pair of
@@ -377,13 +455,9 @@ def _plan_by_sat(prob: _Problem, budget: _Budget, soc_floor: int) -> list[tuple[
     others, least = floors
     formula = _Formula(prob, budget, soc=True, others=others)
     try:
-        extra = max(soc_floor - sum(formula.shortest), least)
-        while True:
-            formula.grow(extra)
-            paths = formula.solve()
-            if paths is not None:
-                return paths  # each up to the formula's horizon, on its goal from its cost on
-            extra += 1
+        _, paths = _least_bound(formula, max(soc_floor - sum(formula.shortest), least))
+        assert paths is not None  # no ``hi``: it runs until a plan or the budget's end
+        return paths  # each up to the formula's horizon, on its goal from its cost on
     finally:
         formula.close()
 
@@ -393,10 +467,6 @@ def _makespan_by_sat(prob: _Problem, budget: _Budget, lb: int, ub: int) -> int:
     one)."""
     formula = _Formula(prob, budget, soc=False)
     try:
-        for t in range(lb, ub):
-            formula.grow(t)
-            if formula.solve() is not None:
-                return t
-        return ub
+        return _least_bound(formula, lb, ub)[0]
     finally:
         formula.close()
