@@ -108,6 +108,13 @@ def main(argv: list[str] | None = None) -> None:
         help=f"units of CBS before satisfiability on boards of 4+ agents (default {solver_module.SAT_AFTER})",
     )
     ap.add_argument(
+        "--sat-after-horizons",
+        type=int,
+        default=solver_module.SAT_AFTER_HORIZONS,
+        help="units of the makespan's horizon searches before satisfiability on boards of 4+ agents "
+        f"(default {solver_module.SAT_AFTER_HORIZONS})",
+    )
+    ap.add_argument(
         "--clock", choices=("cpu", "wall"), default="cpu", help="time.process_time or perf_counter"
     )
     ap.add_argument(
@@ -121,6 +128,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.sat_after < 0:
         ap.error(f"--sat-after must be 0 or more, not {args.sat_after}")
     solver_module.SAT_AFTER = args.sat_after
+    if args.sat_after_horizons < 0:
+        ap.error(f"--sat-after-horizons must be 0 or more, not {args.sat_after_horizons}")
+    solver_module.SAT_AFTER_HORIZONS = args.sat_after_horizons
 
     if args.warmup < 0:
         ap.error(f"--warmup must be 0 or more, not {args.warmup}")
@@ -150,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"agents={args.agents} size={args.size} n={args.n} seed={args.seed} "
         f"holes={'U[0,0.5]' if args.holes is None else args.holes} "
-        f"node_budget={args.node_budget} sat_after={args.sat_after} clock={args.clock}"
+        f"node_budget={args.node_budget} sat_after={args.sat_after} "
+        f"sat_after_horizons={args.sat_after_horizons} clock={args.clock}"
     )
     print(
         f"median {np.median(arr):.2f} ms | p95 {np.percentile(arr, 95):.2f} ms | "
