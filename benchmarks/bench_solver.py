@@ -108,6 +108,13 @@ def main(argv: list[str] | None = None) -> None:
         help=f"units of CBS before satisfiability on boards of 4+ agents (default {solver_module.SAT_AFTER})",
     )
     ap.add_argument(
+        "--sat-scout",
+        type=int,
+        default=solver_module.SAT_SCOUT,
+        help="units of CBS's first try, after which a board with a pair delayed more than a step or two "
+        f"goes to satisfiability (default {solver_module.SAT_SCOUT}; --sat-after or more: none)",
+    )
+    ap.add_argument(
         "--sat-after-horizons",
         type=int,
         default=solver_module.SAT_AFTER_HORIZONS,
@@ -128,6 +135,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.sat_after < 0:
         ap.error(f"--sat-after must be 0 or more, not {args.sat_after}")
     solver_module.SAT_AFTER = args.sat_after
+    if args.sat_scout < 0:
+        ap.error(f"--sat-scout must be 0 or more, not {args.sat_scout}")
+    solver_module.SAT_SCOUT = args.sat_scout
     if args.sat_after_horizons < 0:
         ap.error(f"--sat-after-horizons must be 0 or more, not {args.sat_after_horizons}")
     solver_module.SAT_AFTER_HORIZONS = args.sat_after_horizons
@@ -160,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"agents={args.agents} size={args.size} n={args.n} seed={args.seed} "
         f"holes={'U[0,0.5]' if args.holes is None else args.holes} "
-        f"node_budget={args.node_budget} sat_after={args.sat_after} "
+        f"node_budget={args.node_budget} sat_after={args.sat_after} sat_scout={args.sat_scout} "
         f"sat_after_horizons={args.sat_after_horizons} clock={args.clock}"
     )
     print(

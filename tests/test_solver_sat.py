@@ -390,6 +390,58 @@ def test_satisfiability_stays_within_the_budget(monkeypatch):
     assert time.perf_counter() - start < 1.0
 
 
+# 4 agents on 7x7 (``bench_solver.py``'s draws of seed 1, boards 30 and 16): on the first, agents 2 and 3
+# must be delayed 3 steps together; on the second no pair more than 2, and CBS settles it in 181 units
+CROWDED = (
+    ["..HH..H", ".H.H..H", "H.H..H.", "..HH.HH", ".....H.", ".HH.HH.", "..H.HH."],
+    [(4, 0), (3, 1), (5, 0), (6, 3)],
+    [(6, 0), (4, 4), (1, 5), (3, 4)],
+)
+LOOSE = (
+    [".H..H..", "..H.HH.", "......H", "H..H.HH", "H.HHH.H", "H..HH..", "H....H."],
+    [(0, 2), (6, 1), (6, 3), (5, 1)],
+    [(3, 2), (0, 3), (5, 2), (2, 1)],
+)
+
+
+def _entries_to_satisfiability(monkeypatch) -> list[int]:
+    """The units spent when each call of satisfiability began (recorded as the solver runs)."""
+    entered: list[int] = []
+    real = solver_module._plan_by_sat
+
+    def recorded(prob, budget, soc_floor):
+        entered.append(budget.used)
+        return real(prob, budget, soc_floor)
+
+    monkeypatch.setattr(solver_module, "_plan_by_sat", recorded)
+    return entered
+
+
+def test_a_board_with_a_pair_that_must_be_swept_goes_to_satisfiability_after_cbs_first_try(monkeypatch):
+    entered = _entries_to_satisfiability(monkeypatch)
+    sol = solve(*CROWDED, memo=False)
+    assert len(entered) == 1 and entered[0] < solver_module.SAT_AFTER
+    check_plan(*CROWDED, sol)
+    # with a first try as long as the share, CBS spends the whole share before it; the same optima
+    monkeypatch.setattr(solver_module, "SAT_SCOUT", solver_module.SAT_AFTER)
+    entered.clear()
+    again = solve(*CROWDED, memo=False)
+    assert len(entered) == 1 and entered[0] >= solver_module.SAT_AFTER
+    assert (
+        (again.soc, again.makespan, again.shortest_sum)
+        == (sol.soc, sol.makespan, sol.shortest_sum)
+        == (27, 9, 19)
+    )
+
+
+def test_a_board_whose_pairs_are_delayed_a_step_or_two_stays_with_cbs(monkeypatch):
+    entered = _entries_to_satisfiability(monkeypatch)
+    sol = solve(*LOOSE, memo=False)
+    assert entered == [] and last_units() > solver_module.SAT_SCOUT  # CBS searched again, and settled it
+    assert (sol.soc, sol.makespan, sol.shortest_sum) == (20, 8, 18)
+    check_plan(*LOOSE, sol)
+
+
 # seed 12's board 148 of ``bench_solver.py``: agents 0, 1 and 4 share a corridor from (7, 0) along the
 # bottom rows to (8, 6), where it forks into two single cells, (7, 6) and (8, 7); agents 2 and 3 stand in
 # regions of their own

@@ -33,7 +33,8 @@ Algorithms
   depth-``T`` diagrams hold no pair of paths without a conflict (the dependency check of CBSH, used here
   only to prune).
 * **Satisfiability** — on boards of at least ``AIDS_MIN_AGENTS`` agents, the sum-of-costs CBS gets
-  ``SAT_AFTER`` units and the makespan's horizon searches ``SAT_AFTER_HORIZONS``; a board that needs more
+  ``SAT_AFTER`` units (``SAT_SCOUT`` of them, where a pair of agents is delayed more than a step or two)
+  and the makespan's horizon searches ``SAT_AFTER_HORIZONS``; a board that needs more
   (a crowded one, its optimum many steps above the shortest paths through delays of three agents or more)
   is settled by a SAT solver (:mod:`~envengineer.mapf.solver.sat`), its cost bound growing from the bound
   CBS proved. Satisfiability cannot prove that a board has no plan, so a board of at most ``REACH_SPACE``
@@ -81,6 +82,7 @@ from typing import Any
 from envengineer.errors import ConfigError, InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.instance import Cell, Instance
 from envengineer.mapf.solver.cbs import CBS_NODE_COST, MERGE_SPACE, _cbs, _Merge, _Node
+from envengineer.mapf.solver.delays import DIAGRAM_DELAYS, _pair_delays
 from envengineer.mapf.solver.grid import (
     _INF,
     _check_board,
@@ -159,6 +161,12 @@ PART_JOINT_SPACE = 1_000
 #: decision diagrams and their sweeps stopped early: then 500 (docs/benchmarks.md, "The solver's tail").
 SAT_AFTER: int | None = 500
 SAT_AFTER_HORIZONS = 1_000
+#: CBS's first try, this many units of ``SAT_AFTER``: a board it has not settled by then goes to
+#: satisfiability at once when a pair of its agents is delayed more than ``delays.DIAGRAM_DELAYS`` (the pair
+#: must be swept, and satisfiability needs the pairs' delays anyway); otherwise CBS searches again, afresh,
+#: with the rest of the share. CBS settles few boards with such a pair in the units left, and a crowded board
+#: handed over sooner saves most of CBS's share (docs/benchmarks.md, "CBS's first try").
+SAT_SCOUT = 100
 #: A board (or region) that the sum-of-costs CBS did not settle within its share and whose joint positions
 #: number at most this many is first checked for a plan at all (:mod:`~envengineer.mapf.solver.reach`, one
 #: unit a position): satisfiability cannot prove that there is none, and these are the dead-end boards.
@@ -491,6 +499,13 @@ def _search(
             logger.debug("merging agents %s", groups[-1])
 
 
+def _crowded(prob: _Problem, budget: _Budget) -> bool:
+    """Whether a pair of agents is delayed more than its decision diagrams look for, or can never finish
+    at all (see :func:`~envengineer.mapf.solver.delays._pair_delays`)."""
+    delays = _pair_delays(prob, budget)
+    return delays is None or max(delays.values(), default=0) > DIAGRAM_DELAYS
+
+
 def _solve_soc(
     prob: _Problem, budget: _Budget, joint: bool = False, joint_space: int = JOINT_SPACE_SOC
 ) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
@@ -502,7 +517,9 @@ def _solve_soc(
         return paths, [everyone]
     singles = [(i,) for i in range(prob.k)]
     if prob.aids and SAT_AFTER is not None:
-        found = budget.within(SAT_AFTER, lambda: _search(prob, budget, None, singles))
+        found = budget.within(min(SAT_SCOUT, SAT_AFTER), lambda: _search(prob, budget, None, singles))
+        if found is None and SAT_SCOUT < SAT_AFTER and not _crowded(prob, budget):
+            found = budget.within(SAT_AFTER - SAT_SCOUT, lambda: _search(prob, budget, None, singles))
         if found is None:  # CBS needed more than its share: satisfiability, from what CBS proved
             if _space(prob) <= REACH_SPACE and not _has_plan(prob, budget):
                 raise UnsolvableInstance(NO_PLAN)

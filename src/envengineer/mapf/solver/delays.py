@@ -39,7 +39,13 @@ DIAGRAM_DELAYS = 2
 
 def _pair_delays(prob: _Problem, budget: _Budget) -> dict[tuple[int, int], int] | None:
     """The least delay of every pair of agents, both orders as keys; ``None`` when a pair can never both
-    reach their goals (the board has no plan)."""
+    reach their goals (the board has no plan). Remembered per problem."""
+    if prob.delays_memo is None:
+        prob.delays_memo = (_delays_of_pairs(prob, budget),)
+    return prob.delays_memo[0]
+
+
+def _delays_of_pairs(prob: _Problem, budget: _Budget) -> dict[tuple[int, int], int] | None:
     shortest = [prob.h[i][prob.starts[i]] for i in range(prob.k)]
     mdds: dict[tuple[int, int], list[set[int]]] = {}
 

@@ -97,6 +97,7 @@ class _Problem:
         "_dist",
         "aids",
         "dead",
+        "delays_memo",
         "goals",
         "h",
         "k",
@@ -142,6 +143,9 @@ class _Problem:
         self.aids = self.k >= AIDS_MIN_AGENTS if aids is None else aids
         #: the cost-to-go tables of pairs of agents (a merged group's heuristic, ``pairs._pair_table``)
         self.pairs_memo: dict[tuple[int, int], Any] = {}
+        #: the least delay of every pair of agents, once computed (``delays._pair_delays``; its answer boxed,
+        #: since ``None`` is one: a pair that can never finish)
+        self.delays_memo: tuple[dict[tuple[int, int], int] | None] | None = None
         #: the largest lower bound of the optimal sum of costs that the SoC search has proven (CBS's best
         #: node), where satisfiability takes over from it (:mod:`~envengineer.mapf.solver.sat`)
         self.soc_floor = 0
