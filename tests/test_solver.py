@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from collections import deque
@@ -25,8 +26,16 @@ from envengineer.mapf.solver import (
 )
 from envengineer.mapf.solver import cbs as solver_cbs
 from envengineer.mapf.solver.cbs import _mdds_compatible
+from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.joint import _pair_makespan
-from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _mdd, _Problem
+from envengineer.mapf.solver.problem import (
+    _NO_CONS,
+    _Budget,
+    _mdd,
+    _OutOfBudget,
+    _plan,
+    _Problem,
+)
 
 OPEN3 = ("...", "...", "...")
 
@@ -348,6 +357,34 @@ def test_pair_makespan_against_brute_force(seed):
 
 
 # -- failures -----------------------------------------------------------------------------------------
+def test_the_single_agent_search_stops_with_the_budget_on_the_slow_boards_only():
+    # an agent that must cross an open 10x10 board and may not stand on its goal before time 40: the
+    # search visits hundreds of states, charged when it ends
+    open10 = ["." * 10] * 10
+    late = (frozenset(), frozenset(), 40, 40, _INF, {})  # on its goal no sooner than 40, timed till then
+    for aids in (False, True):
+        prob = _Problem(open10, [0], [99], aids=aids)
+        budget = _Budget(10**6)
+        path = _plan(prob, 0, late, (), _INF, False, budget)
+        assert path is not None and len(path) == 41 and path[-1] == 99
+        states = budget.used
+        assert states > 500
+        # given half of that: with the aids the search stops one state past the budget; without, it runs
+        # to its end, and the budget learns it only then
+        budget = _Budget(states // 2)
+        if aids:
+            with pytest.raises(_OutOfBudget):
+                _plan(prob, 0, late, (), _INF, False, budget)
+            assert budget.used == states // 2 + 1
+        else:
+            assert _plan(prob, 0, late, (), _INF, False, budget) == path
+            assert budget.used == states
+        # within a share of a larger budget, the same: the share is what the search has
+        shared = _Budget(10**6)
+        found = shared.within(states // 2, functools.partial(_plan, prob, 0, late, (), _INF, False, shared))
+        assert (found, shared.used) == ((None, states // 2 + 1) if aids else (path, states))
+
+
 def test_unreachable_goal_raises():
     with pytest.raises(UnsolvableInstance, match="agent 1"):
         solve(("..H", ".H.", "H.."), [(0, 0), (2, 2)], [(1, 0), (0, 0)])

@@ -227,17 +227,13 @@ def _plan(
     are broken by the number of conflicts with ``others``. ``None`` when no path exists within ``horizon``;
     the constraint sets of such answers are remembered per agent, and one at least as strict (see
     :func:`_stricter`) is answered at once: a target conflict's branch that bars a cell for good is tried
-    again and again at other nodes with other constraints beside it.
+    again and again at other nodes with other constraints beside it. Its states are charged when it ends,
+    and, with the aids of the slow boards, it stops where it runs past what the budget has left.
     """
     vset, eset, tcons, goal_min, max_len, blk = cons
-    if max_len < horizon:
-        horizon = max_len
-    nc = prob.nc
-    nbrs = prob.nbrs
-    h = prob.h[i]
-    s, g = prob.starts[i], prob.goals[i]
-    occ, emov, final, tcat, gvl = _cat(others, (g,), nc)
-    gvis = gvl[0]
+    horizon = min(horizon, max_len)
+    nc, nbrs, h, s, g = prob.nc, prob.nbrs, prob.h[i], prob.starts[i], prob.goals[i]
+    occ, emov, final, tcat, (gvis,) = _cat(others, (g,), nc)
     tstat = tcat if tcat > tcons + 1 else tcons + 1
     use_cat = bool(others)
     closed: dict[int, int] = {}
@@ -247,6 +243,7 @@ def _plan(
     dead = prob.dead[i] if prob.aids else None
     if dead and any(horizon <= d_horizon and _stricter(cons, d_cons) for d_cons, d_horizon in dead):
         return None
+    stop = budget.left + budget.reserve if prob.aids else _INF  # the states it may visit
     f0 = h[s]
     heap: list[tuple[int, int, int, int, int]] = [(0, f0, 0, s, -1) if conflict_first else (f0, 0, 0, s, -1)]
     push, pop = heapq.heappush, heapq.heappop
@@ -263,6 +260,9 @@ def _plan(
         if key in closed:
             continue
         closed[key] = pk
+        if len(closed) > stop:
+            budget.left -= len(closed)
+            raise _OutOfBudget
         if v == g and t >= goal_min:
             extra = sum(1 for x in gvis if x > t) if gvis else 0
             if extra == 0:
