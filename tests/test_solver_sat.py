@@ -203,6 +203,23 @@ def test_the_conflict_clauses_are_every_shared_cell_and_swap_once(soc):
     assert counts[2] > 100 and counts[4] > 20, counts  # shared cells and swaps both took part
 
 
+def _boards_with_floors(rng: np.random.Generator, sides: tuple[int, int], count: int):
+    """``count`` random boards of 2-4 agents (sides drawn in ``sides``, upper end excluded) whose agents all
+    reach their goals and whose pairs can all finish: each as (grid, starts, goals), its problem, and
+    each agent's floor of the other agents' delays."""
+    found = 0
+    while found < count:
+        board = random_board(rng, int(rng.integers(*sides)), int(rng.integers(2, 5)))
+        prob = _problem(*board)
+        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
+            continue
+        floors = _delay_floors(prob, _Budget(10**7))
+        if floors is None:
+            continue
+        yield board, prob, floors[0]
+        found += 1
+
+
 def _need(prob, formula: _Formula, i: int, t: int, v: int) -> int:
     """The bound that cell ``v`` of agent ``i`` at time ``t`` needs, by its definition (``_Formula``)."""
     if formula.soc and v == prob.goals[i]:
@@ -216,17 +233,8 @@ def _need(prob, formula: _Formula, i: int, t: int, v: int) -> int:
 def test_the_cells_are_those_whose_need_fits_the_bound(soc):
     # grown in jumps (the cells of each bound found per agent and cell from the last), the formula's layers
     # hold exactly the cells whose need is within the bound, each with a variable of its own
-    rng = np.random.default_rng(2036)
-    checked = 0
-    while checked < 10:
-        grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), int(rng.integers(2, 5)))
-        prob = _problem(grid, starts, goals)
-        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
-            continue
-        floors = _delay_floors(prob, _Budget(10**7))
-        if floors is None:
-            continue
-        formula = _Formula(prob, _Budget(10**7), soc=soc, others=floors[0] if soc else None)
+    for board, prob, others in _boards_with_floors(np.random.default_rng(2036), (3, 6), 10):
+        formula = _Formula(prob, _Budget(10**7), soc=soc, others=others if soc else None)
         low = max(formula.others) if soc else max(formula.shortest)
         try:
             for bound in (low, low + 1, low + 4, low + 5):
@@ -240,27 +248,18 @@ def test_the_cells_are_those_whose_need_fits_the_bound(soc):
                     ]
                     for i in range(prob.k)
                 ]
-                assert (have > 0).tolist() == want, (grid, starts, goals, bound)
+                assert (have > 0).tolist() == want, (board, bound)
         finally:
             formula.close()
-        checked += 1
 
 
 def test_a_goal_held_to_a_wait_is_written_once_and_opened_once():
     """A goal at a time its arrival is not yet open has its clause written once under its guard ("the
     bound is below" the one that opens it) and once more, with every way in, when a bound opens it; every
     other cell's clause is written once. Grown bound by bound and in jumps, with the pairs' floors."""
-    rng = np.random.default_rng(2037)
-    checked = opened = 0
-    while checked < 10:
-        grid, starts, goals = random_board(rng, int(rng.integers(4, 6)), int(rng.integers(2, 5)))
-        prob = _problem(grid, starts, goals)
-        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
-            continue
-        floors = _delay_floors(prob, _Budget(10**7))
-        if floors is None:
-            continue
-        formula = _Formula(prob, _Budget(10**7), soc=True, others=floors[0])
+    opened = 0
+    for _, prob, others in _boards_with_floors(np.random.default_rng(2037), (4, 6), 10):
+        formula = _Formula(prob, _Budget(10**7), soc=True, others=others)
         formula.solver = recorder = _Recorder(formula.solver)
         low = max(formula.others)
         try:
@@ -285,7 +284,6 @@ def test_a_goal_held_to_a_wait_is_written_once_and_opened_once():
                 opened += 1
         finally:
             formula.close()
-        checked += 1
     assert opened > 20, opened
 
 

@@ -391,15 +391,14 @@ class _Formula:
                 units = min(units, budget.CHUNK)
             solver.prop_budget(max(units, 1) * PROPAGATIONS_PER_UNIT)
             found = solver.solve_limited(assumptions=assumptions)
-            props = solver.accum_stats()["propagations"]
-            spent = (props - self.propagations) // PROPAGATIONS_PER_UNIT
+            stats = solver.accum_stats()
+            spent = (stats["propagations"] - self.propagations) // PROPAGATIONS_PER_UNIT
             self.propagations += spent * PROPAGATIONS_PER_UNIT
             # a call ended by its limit costs at least a unit, so the budget always runs out
             _charge(budget, spent if found is not None else max(spent, 1))
-        conflicts = solver.accum_stats()["conflicts"]
         # the one conflict is the assumptions' own: no search below them
-        self.refuted_outright = not found and conflicts - self.conflicts <= 1
-        self.conflicts = conflicts
+        self.refuted_outright = not found and stats["conflicts"] - self.conflicts <= 1
+        self.conflicts = stats["conflicts"]
         if not found:
             return None
         true = set(x for x in solver.get_model() if x > 0)  # type: ignore[union-attr]
