@@ -99,6 +99,14 @@ class Hostile:
                     self._send(gzip.compress(_completion("small and zipped")), {"Content-Encoding": "gzip"})
                 elif prompt == "brotli":
                     self._send(b"\x00\x01", {"Content-Encoding": "br"})
+                elif prompt == "down-then-hang":  # a 500 first, then nothing for longer than any deadline
+                    if server.calls[prompt] > 1:
+                        time.sleep(3)
+                        return
+                    self.send_response(500)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"{}")
                 elif prompt == "down":
                     self.send_response(500)
                     self.send_header("Content-Length", "2")
@@ -154,6 +162,16 @@ def test_deadline_covers_retries_and_their_waits(hostile: Hostile) -> None:
     c, seconds = _ask(b, "down")
     assert c.error is not None and "deadline" in c.error and "500" in c.error
     assert seconds < 1.5 and 1 < hostile.calls["down"] < 10
+
+
+def test_a_deadline_that_cuts_an_attempt_off_keeps_the_failure_before_it(hostile: Hostile) -> None:
+    b = OpenAIBackend(
+        "m", base_url=hostile.url, api_key_env=KEY_ENV, deadline=1.0, max_retries=50, backoff=0.01
+    )
+    c, seconds = _ask(b, "down-then-hang")
+    assert c.error is not None and c.error.startswith("deadline of 1 s passed (timeout; the attempt before: ")
+    assert "HTTP 500" in c.error and c.error.endswith("(after 2 attempts)")
+    assert seconds < 1.5 and hostile.calls["down-then-hang"] == 2
 
 
 @pytest.mark.parametrize("prompt", ["big", "big-unannounced", "bomb"])

@@ -182,6 +182,7 @@ class OpenAIBackend:
         kwargs = self._request(conversation, params)
         rng = np.random.default_rng()
         attempt = 0
+        before = None  # the previous attempt's failure, kept for when the deadline cuts the next one off
         while True:
             try:
                 response = self._client.chat.completions.create(**kwargs)
@@ -192,20 +193,24 @@ class OpenAIBackend:
             except Exception as exc:
                 retry, wait_hint = _classify(exc)
                 left = remaining()
+                why = _short(exc)
                 if left is not None and left <= 0:
-                    return self._failed(f"deadline of {self.deadline:g} s passed ({_short(exc)})", attempt)
+                    if before is not None and before != why:
+                        why = f"{why}; the attempt before: {before}"
+                    return self._failed(f"deadline of {self.deadline:g} s passed ({why})", attempt)
+                before = why
                 if not retry or attempt >= self.max_retries:
-                    return self._failed(_short(exc), attempt)
+                    return self._failed(why, attempt)
                 delay = min(self.backoff_max, self.backoff * 2.0**attempt) * float(rng.uniform(0.5, 1.0))
                 if wait_hint is not None:
                     delay = min(self.backoff_max, max(delay, wait_hint))
                 if left is not None and delay >= left:
-                    reason = f"deadline of {self.deadline:g} s leaves no time for a retry ({_short(exc)})"
+                    reason = f"deadline of {self.deadline:g} s leaves no time for a retry ({why})"
                     return self._failed(reason, attempt)
                 log.info(
                     "%s: %s; retry %d/%d in %.2f s",
                     self.name,
-                    self._scrub(_short(exc)),
+                    self._scrub(why),
                     attempt + 1,
                     self.max_retries,
                     delay,
