@@ -1,0 +1,249 @@
+"""The exact solver beside a peer's on the same boards: whether their optima agree, and their time ratio.
+
+The peer is an optimal MAPF solver run as a program that reads the MovingAI formats, a ``.map`` file and a
+``.scen`` file, and takes the command line of CBSH2-RTC (Li et al., "Pairwise Symmetry Reasoning for
+Multi-Agent Path Finding Search", AIJ 2021: CBS with the WDG heuristic, rectangle, corridor and target
+reasoning, bypasses), the field's reference for optimal CBS. It is not shipped: build it from its public
+repository (docs/benchmarks.md, "Beside a peer", gives the steps) and pass its path. Its rules are SPEC §2's:
+no two agents on a cell, no swap, following allowed, an agent's cost the time from which it stays on its
+goal.
+
+Each board is solved by both. Ours is timed as ``bench_solver.py`` times it (CPU time of the process, the
+memo off, after the same warm-up); the peer's time is the CPU time it measures itself (``clock()``), its
+search plus its preprocessing, read from its CSV, so that starting a process and reading files count for
+neither side. Every plan the peer returns is checked by the validator: valid, and of the cost it reports.
+
+Boards: ``--source random`` draws ``bench_solver.py``'s boards (the same ``--agents``, ``--size``,
+``--seed`` give the same boards); ``--source benchmark`` takes a stratified sample of the packaged
+benchmark (``--limit`` instances, ``draw_subset``), whose optima the benchmark build decided.
+
+The script prints, per side, the median, 95th and 99th percentiles, worst and total time; how many boards
+each settled; the boards where the optima differ (named, with both answers: there should be none); and the
+ratio of the peer's time to ours, of the totals and of the medians, over the boards both settled.
+
+Usage::
+
+    python benchmarks/bench_peer.py --peer /path/to/CBSH2-RTC/cbs --agents 5 --size 10 -n 200 --seed 7
+    python benchmarks/bench_peer.py --peer /path/to/CBSH2-RTC/cbs --source benchmark --limit 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench_solver import sample_board
+from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
+from envengineer.mapf.benchmark import draw_subset, load_benchmark
+from envengineer.mapf.instance import Cell, Instance
+from envengineer.mapf.policies import paths_to_actions
+from envengineer.mapf.solver import DEFAULT_NODE_BUDGET, solve
+from envengineer.mapf.validator import validate_plan
+
+#: The peer's time limit on a board ours proves to have no plan (CBS can only search until it stops).
+UNSOLVABLE_CUTOFF = 2.0
+_AGENT_LINE = re.compile(r"Agent (\d+):(.*)")
+_CELL = re.compile(r"\((\d+),(\d+)\)")
+
+
+@dataclass
+class PeerAnswer:
+    """What the peer said of one board: its optimum (``None`` when it settled nothing by its cutoff), its
+    own CPU seconds, and its plan as each agent's cells."""
+
+    soc: int | None
+    seconds: float
+    paths: list[list[Cell]]
+
+
+def write_movingai(
+    grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell], folder: Path
+) -> tuple[Path, Path]:
+    """The board as a MovingAI map (``@`` a hole) and scenario (x the column, y the row, as the format has
+    it)."""
+    n = len(grid)
+    map_path, scen_path = folder / "board.map", folder / "board.scen"
+    rows = ["".join("@" if ch == "H" else "." for ch in row) for row in grid]
+    map_path.write_text(f"type octile\nheight {n}\nwidth {n}\nmap\n" + "\n".join(rows) + "\n")
+    lines = ["version 1"]
+    for (sr, sc), (gr, gc) in zip(starts, goals, strict=True):
+        lines.append(f"0\tboard.map\t{n}\t{n}\t{sc}\t{sr}\t{gc}\t{gr}\t0")
+    scen_path.write_text("\n".join(lines) + "\n")
+    return map_path, scen_path
+
+
+def run_peer(
+    peer: str, grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell], cutoff: float
+) -> PeerAnswer:
+    """Solve one board with the peer program; its answer, time and plan from the files it writes."""
+    with tempfile.TemporaryDirectory(prefix="peer-") as tmp:
+        folder = Path(tmp)
+        map_path, scen_path = write_movingai(grid, starts, goals, folder)
+        stats, paths_file = folder / "stats.csv", folder / "paths.txt"
+        command = [peer, "-m", str(map_path), "-a", str(scen_path), "-k", str(len(starts)), "-t", str(cutoff)]
+        command += ["-o", str(stats), f"--outputPaths={paths_file}", "-s", "0"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=cutoff + 60)
+        if done.returncode != 0 or not stats.exists():
+            raise RuntimeError(f"the peer failed (exit {done.returncode}): {done.stderr.strip()[-300:]}")
+        with stats.open() as f:
+            row = next(csv.DictReader(f))
+        seconds = float(row["runtime"]) + float(row["preprocessing runtime"])
+        cost = int(float(row["solution cost"]))
+        if cost < 0 or not paths_file.exists():  # -1: nothing found by the cutoff
+            return PeerAnswer(None, seconds, [])
+        return PeerAnswer(cost, seconds, read_paths(paths_file.read_text(), len(starts)))
+
+
+def read_paths(text: str, agents: int) -> list[list[Cell]]:
+    """The peer's ``Agent i: (r,c)->(r,c)->...`` lines as each agent's cells."""
+    paths: dict[int, list[Cell]] = {}
+    for line in text.splitlines():
+        found = _AGENT_LINE.match(line.strip())
+        if found:
+            paths[int(found.group(1))] = [(int(r), int(c)) for r, c in _CELL.findall(found.group(2))]
+    if sorted(paths) != list(range(agents)):
+        raise RuntimeError(f"the peer's paths name agents {sorted(paths)}, not 0..{agents - 1}")
+    return [paths[i] for i in range(agents)]
+
+
+def check_peer_plan(board: Instance, answer: PeerAnswer) -> str | None:
+    """Why the peer's plan does not stand (invalid, or not of the cost it reports), or ``None``."""
+    horizon = max(len(p) for p in answer.paths)
+    padded = [p + [p[-1]] * (horizon - len(p)) for p in answer.paths]
+    verdict = validate_plan(board, paths_to_actions(padded))
+    if not verdict.valid:
+        return f"invalid plan: {verdict.failure} ({verdict.detail})"
+    if verdict.soc != answer.soc:
+        return f"its plan costs {verdict.soc}, it reports {answer.soc}"
+    return None
+
+
+def _boards(args: argparse.Namespace) -> list[tuple[str, list[str], list[Cell], list[Cell]]]:
+    if args.source == "benchmark":
+        sample = draw_subset(load_benchmark(), limit=args.limit)
+        return [(b.id, list(b.grid), list(b.starts), list(b.goals)) for b in sample]
+    boards = []
+    for i in range(args.n):
+        rng = np.random.default_rng(np.random.SeedSequence((args.seed, args.agents, args.size, i)))
+        grid, starts, goals = sample_board(rng, args.size, args.agents, args.holes)
+        boards.append((f"#{i}", grid, starts, goals))
+    return boards
+
+
+def _ours(
+    grid: list[str], starts: list[Cell], goals: list[Cell], node_budget: int
+) -> tuple[str, int | None, float]:
+    """Our answer (``ok``, ``budget`` or ``unsolvable``), optimum and CPU milliseconds."""
+    t0 = time.process_time()
+    try:
+        sol = solve(grid, starts, goals, node_budget=node_budget, memo=False)
+        outcome, soc = "ok", sol.soc
+    except UnsolvableInstance:
+        outcome, soc = "unsolvable", None
+    except SolverBudgetExceeded:
+        outcome, soc = "budget", None
+    return outcome, soc, (time.process_time() - t0) * 1000
+
+
+def _spread(ms: np.ndarray) -> str:
+    if ms.size == 0:
+        return "no boards"
+    p95, p99 = np.percentile(ms, [95, 99])
+    return (
+        f"median {np.median(ms):.2f} ms | p95 {p95:.2f} ms | p99 {p99:.2f} ms"
+        f" | worst {ms.max():.1f} ms | total {ms.sum() / 1000:.2f} s"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--peer", required=True, help="the peer program (CBSH2-RTC's `cbs`, built)")
+    ap.add_argument("--source", choices=("random", "benchmark"), default="random")
+    ap.add_argument("--agents", type=int, default=5)
+    ap.add_argument("--size", type=int, default=10)
+    ap.add_argument("-n", type=int, default=200, help="number of random boards")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--holes", type=float, default=None, help="fixed hole ratio (default: uniform in [0, 0.5])"
+    )
+    ap.add_argument("--limit", type=int, default=300, help="benchmark instances in the stratified sample")
+    ap.add_argument("--node-budget", type=int, default=DEFAULT_NODE_BUDGET)
+    ap.add_argument("--cutoff", type=float, default=60.0, help="the peer's time limit per board, seconds")
+    ap.add_argument("--warmup", type=float, default=0.5, help="CPU seconds of untimed solving first")
+    args = ap.parse_args(argv)
+    if not Path(args.peer).is_file():
+        ap.error(f"--peer {args.peer!r} is not a file: build CBSH2-RTC first (docs/benchmarks.md)")
+
+    from bench_solver import _warm_up
+
+    _warm_up(args)
+    ours_ms, peer_ms, both_ours, both_peer = [], [], [], []
+    ours_settled = peer_settled = unsolvable = 0
+    trouble: list[str] = []
+    boards = _boards(args)
+    for name, grid, starts, goals in boards:
+        outcome, soc, ms = _ours(grid, starts, goals, args.node_budget)
+        if outcome == "unsolvable":
+            # CBS cannot prove that a board has no plan: the peer gets a short look for one, untimed
+            unsolvable += 1
+            if run_peer(args.peer, grid, starts, goals, UNSOLVABLE_CUTOFF).soc is not None:
+                trouble.append(f"{name}: ours proves no plan, the peer found one")
+            continue
+        peer = run_peer(args.peer, grid, starts, goals, args.cutoff)
+        ours_ms.append(ms)
+        peer_ms.append(peer.seconds * 1000)
+        ours_settled += outcome != "budget"
+        peer_settled += peer.soc is not None
+        if peer.soc is not None:
+            board = Instance(
+                name,
+                tuple(grid),
+                tuple(starts),
+                tuple(goals),
+                optimal_soc=peer.soc,
+                optimal_makespan=0,
+                shortest_sum=0,
+            )
+            why = check_peer_plan(board, peer)
+            if why is not None:
+                trouble.append(f"{name}: the peer's {why}")
+        if outcome == "ok" and peer.soc is not None:
+            if soc != peer.soc:
+                trouble.append(f"{name}: ours {soc}, the peer's {peer.soc}")
+            both_ours.append(ms)
+            both_peer.append(peer.seconds * 1000)
+
+    where = (
+        f"{args.limit} benchmark instances"
+        if args.source == "benchmark"
+        else (f"{len(boards)} boards, agents={args.agents} size={args.size} seed={args.seed}")
+    )
+    print(f"{where}; node_budget={args.node_budget} cutoff={args.cutoff:g} s")
+    timed = len(boards) - unsolvable
+    print(f"proven to have no plan by ours: {unsolvable} (the peer looked {UNSOLVABLE_CUTOFF:g} s for one)")
+    print(f"ours : {_spread(np.asarray(ours_ms))} | settled {ours_settled}/{timed}")
+    print(f"peer : {_spread(np.asarray(peer_ms))} | settled {peer_settled}/{timed}")
+    o, p = np.asarray(both_ours), np.asarray(both_peer)
+    if o.size:
+        print(
+            f"both settled {o.size}: the peer's time over ours, totals {p.sum() / o.sum():.2f}x, "
+            f"medians {np.median(p) / np.median(o):.2f}x, "
+            f"p99 {np.percentile(p, 99) / np.percentile(o, 99):.2f}x"
+        )
+    print(f"optima that differ or plans that do not stand: {len(trouble)}")
+    for line in trouble:
+        print("  " + line)
+    return 1 if trouble else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
