@@ -9,13 +9,17 @@ no two agents on a cell, no swap, following allowed, an agent's cost the time fr
 goal.
 
 Each board is solved by both. Ours is timed as ``bench_solver.py`` times it (CPU time of the process, the
-memo off, after the same warm-up); the peer's time is the CPU time it measures itself (``clock()``), its
-search plus its preprocessing, read from its CSV, so that starting a process and reading files count for
-neither side. Every plan the peer returns is checked by the validator: valid, and of the cost it reports.
+memo off, after the same warm-up, every board in a row before the peer runs); the peer's time is the CPU
+time it measures itself (``clock()``), its search plus its preprocessing, read from its CSV, so that
+starting a process and reading files count for neither side. Every plan the peer returns is checked by
+the validator: from the starts, valid, and of the cost it reports.
+A board ours proves to have no plan is not timed: CBS cannot prove it, and the peer gets
+``UNSOLVABLE_CUTOFF`` seconds to find a plan it should not find.
 
 Boards: ``--source random`` draws ``bench_solver.py``'s boards (the same ``--agents``, ``--size``,
 ``--seed`` give the same boards); ``--source benchmark`` takes a stratified sample of the packaged
-benchmark (``--limit`` instances, ``draw_subset``), whose optima the benchmark build decided.
+benchmark (``--limit`` instances, ``draw_subset``), whose optima the benchmark build decided: both answers
+are checked against them too.
 
 The script prints, per side, the median, 95th and 99th percentiles, worst and total time; how many boards
 each settled; the boards where the optima differ (named, with both answers: there should be none); and the
@@ -115,27 +119,42 @@ def read_paths(text: str, agents: int) -> list[list[Cell]]:
     return [paths[i] for i in range(agents)]
 
 
-def check_peer_plan(board: Instance, answer: PeerAnswer) -> str | None:
+def check_peer_plan(
+    grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell], answer: PeerAnswer
+) -> str | None:
     """Why the peer's plan does not stand (invalid, or not of the cost it reports), or ``None``."""
-    horizon = max(len(p) for p in answer.paths)
-    padded = [p + [p[-1]] * (horizon - len(p)) for p in answer.paths]
-    verdict = validate_plan(board, paths_to_actions(padded))
+    firsts = [p[0] if p else None for p in answer.paths]
+    if firsts != list(starts):
+        return f"plan starts at {firsts}, not at the starts {list(starts)}"
+    board = Instance("peer", tuple(grid), tuple(starts), tuple(goals), answer.soc, 0, 0)
+    try:
+        verdict = validate_plan(board, paths_to_actions(answer.paths))
+    except ValueError as exc:  # a step between cells that are not neighbours
+        return f"plan is invalid: {exc}"
     if not verdict.valid:
-        return f"invalid plan: {verdict.failure} ({verdict.detail})"
+        return f"plan is invalid: {verdict.failure} ({verdict.detail})"
     if verdict.soc != answer.soc:
-        return f"its plan costs {verdict.soc}, it reports {answer.soc}"
+        return f"plan costs {verdict.soc}, its answer says {answer.soc}"
     return None
 
 
-def _boards(args: argparse.Namespace) -> list[tuple[str, list[str], list[Cell], list[Cell]]]:
+@dataclass
+class Board:
+    name: str
+    grid: list[str]
+    starts: list[Cell]
+    goals: list[Cell]
+    known: int | None = None  # the optimum the benchmark build decided, where the board is one of it
+
+
+def _boards(args: argparse.Namespace) -> list[Board]:
     if args.source == "benchmark":
         sample = draw_subset(load_benchmark(), limit=args.limit)
-        return [(b.id, list(b.grid), list(b.starts), list(b.goals)) for b in sample]
+        return [Board(b.id, list(b.grid), list(b.starts), list(b.goals), b.optimal_soc) for b in sample]
     boards = []
     for i in range(args.n):
         rng = np.random.default_rng(np.random.SeedSequence((args.seed, args.agents, args.size, i)))
-        grid, starts, goals = sample_board(rng, args.size, args.agents, args.holes)
-        boards.append((f"#{i}", grid, starts, goals))
+        boards.append(Board(f"#{i}", *sample_board(rng, args.size, args.agents, args.holes)))
     return boards
 
 
@@ -186,44 +205,42 @@ def main(argv: list[str] | None = None) -> int:
     from bench_solver import _warm_up
 
     _warm_up(args)
+    boards = _boards(args)
+    # ours on every board first, as bench_solver.py times them (no other process between two boards)
+    ours = [_ours(b.grid, b.starts, b.goals, args.node_budget) for b in boards]
     ours_ms, peer_ms, both_ours, both_peer = [], [], [], []
     ours_settled = peer_settled = unsolvable = 0
     trouble: list[str] = []
-    boards = _boards(args)
-    for name, grid, starts, goals in boards:
-        outcome, soc, ms = _ours(grid, starts, goals, args.node_budget)
+    for board, (outcome, soc, ms) in zip(boards, ours, strict=True):
+        name = board.name
         if outcome == "unsolvable":
             # CBS cannot prove that a board has no plan: the peer gets a short look for one, untimed
             unsolvable += 1
-            if run_peer(args.peer, grid, starts, goals, UNSOLVABLE_CUTOFF).soc is not None:
+            if run_peer(args.peer, board.grid, board.starts, board.goals, UNSOLVABLE_CUTOFF).soc is not None:
                 trouble.append(f"{name}: ours proves no plan, the peer found one")
             continue
-        peer = run_peer(args.peer, grid, starts, goals, args.cutoff)
+        peer = run_peer(args.peer, board.grid, board.starts, board.goals, args.cutoff)
         ours_ms.append(ms)
         peer_ms.append(peer.seconds * 1000)
         ours_settled += outcome != "budget"
         peer_settled += peer.soc is not None
-        if peer.soc is not None:
-            board = Instance(
-                name,
-                tuple(grid),
-                tuple(starts),
-                tuple(goals),
-                optimal_soc=peer.soc,
-                optimal_makespan=0,
-                shortest_sum=0,
-            )
-            why = check_peer_plan(board, peer)
-            if why is not None:
-                trouble.append(f"{name}: the peer's {why}")
-        if outcome == "ok" and peer.soc is not None:
+        if outcome == "ok" and board.known is not None and soc != board.known:
+            trouble.append(f"{name}: ours {soc}, the benchmark's {board.known}")
+        if peer.soc is None:
+            continue
+        why = check_peer_plan(board.grid, board.starts, board.goals, peer)
+        if why is not None:
+            trouble.append(f"{name}: the peer's {why}")
+        if board.known is not None and peer.soc != board.known:
+            trouble.append(f"{name}: the peer's {peer.soc}, the benchmark's {board.known}")
+        if outcome == "ok":
             if soc != peer.soc:
                 trouble.append(f"{name}: ours {soc}, the peer's {peer.soc}")
             both_ours.append(ms)
             both_peer.append(peer.seconds * 1000)
 
     where = (
-        f"{args.limit} benchmark instances"
+        f"{len(boards)} benchmark instances (a stratified sample)"
         if args.source == "benchmark"
         else (f"{len(boards)} boards, agents={args.agents} size={args.size} seed={args.seed}")
     )
