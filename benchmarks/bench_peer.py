@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import csv
 import re
+import resource
 import subprocess
 import tempfile
 import time
@@ -62,11 +63,13 @@ _CELL = re.compile(r"\((\d+),(\d+)\)")
 @dataclass
 class PeerAnswer:
     """What the peer said of one board: its optimum (``None`` when it settled nothing by its cutoff), its
-    own CPU seconds, and its plan as each agent's cells."""
+    own CPU seconds, and its plan as each agent's cells; or why it ended without an answer (a crash, its
+    memory limit)."""
 
     soc: int | None
     seconds: float
     paths: list[list[Cell]]
+    failed: str | None = None
 
 
 def write_movingai(
@@ -86,18 +89,35 @@ def write_movingai(
 
 
 def run_peer(
-    peer: str, grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell], cutoff: float
+    peer: str,
+    grid: Sequence[str],
+    starts: Sequence[Cell],
+    goals: Sequence[Cell],
+    cutoff: float,
+    memory_gb: float = 8.0,
 ) -> PeerAnswer:
-    """Solve one board with the peer program; its answer, time and plan from the files it writes."""
+    """Solve one board with the peer program; its answer, time and plan from the files it writes. Its
+    address space is capped at ``memory_gb`` (a CBS can fill the machine's memory before its cutoff)."""
+
+    def cap_memory() -> None:
+        limit = int(memory_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
     with tempfile.TemporaryDirectory(prefix="peer-") as tmp:
         folder = Path(tmp)
         map_path, scen_path = write_movingai(grid, starts, goals, folder)
         stats, paths_file = folder / "stats.csv", folder / "paths.txt"
         command = [peer, "-m", str(map_path), "-a", str(scen_path), "-k", str(len(starts)), "-t", str(cutoff)]
         command += ["-o", str(stats), f"--outputPaths={paths_file}", "-s", "0"]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=cutoff + 60)
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=cutoff + 60, preexec_fn=cap_memory
+            )
+        except subprocess.TimeoutExpired:
+            return PeerAnswer(None, float("nan"), [], failed=f"still running {cutoff + 60:g} s in")
         if done.returncode != 0 or not stats.exists():
-            raise RuntimeError(f"the peer failed (exit {done.returncode}): {done.stderr.strip()[-300:]}")
+            why = f"exit {done.returncode}: {done.stderr.strip()[-200:] or 'no message'}"
+            return PeerAnswer(None, float("nan"), [], failed=why)
         with stats.open() as f:
             row = next(csv.DictReader(f))
         seconds = float(row["runtime"]) + float(row["preprocessing runtime"])
@@ -197,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=300, help="benchmark instances in the stratified sample")
     ap.add_argument("--node-budget", type=int, default=DEFAULT_NODE_BUDGET)
     ap.add_argument("--cutoff", type=float, default=60.0, help="the peer's time limit per board, seconds")
+    ap.add_argument("--peer-memory", type=float, default=8.0, help="the peer's memory limit, GiB")
     ap.add_argument("--warmup", type=float, default=0.5, help="CPU seconds of untimed solving first")
     args = ap.parse_args(argv)
     if not Path(args.peer).is_file():
@@ -211,21 +232,28 @@ def main(argv: list[str] | None = None) -> int:
     ours_ms, peer_ms, both_ours, both_peer = [], [], [], []
     ours_settled = peer_settled = unsolvable = 0
     trouble: list[str] = []
+    failed: list[str] = []  # boards the peer ended without an answer on (not timed)
     for board, (outcome, soc, ms) in zip(boards, ours, strict=True):
         name = board.name
         if outcome == "unsolvable":
             # CBS cannot prove that a board has no plan: the peer gets a short look for one, untimed
             unsolvable += 1
-            if run_peer(args.peer, board.grid, board.starts, board.goals, UNSOLVABLE_CUTOFF).soc is not None:
+            look = run_peer(
+                args.peer, board.grid, board.starts, board.goals, UNSOLVABLE_CUTOFF, args.peer_memory
+            )
+            if look.soc is not None:
                 trouble.append(f"{name}: ours proves no plan, the peer found one")
             continue
-        peer = run_peer(args.peer, board.grid, board.starts, board.goals, args.cutoff)
+        if outcome == "ok" and board.known is not None and soc != board.known:
+            trouble.append(f"{name}: ours {soc}, the benchmark's {board.known}")
+        peer = run_peer(args.peer, board.grid, board.starts, board.goals, args.cutoff, args.peer_memory)
+        if peer.failed is not None:
+            failed.append(f"{name}: {peer.failed}")
+            continue
         ours_ms.append(ms)
         peer_ms.append(peer.seconds * 1000)
         ours_settled += outcome != "budget"
         peer_settled += peer.soc is not None
-        if outcome == "ok" and board.known is not None and soc != board.known:
-            trouble.append(f"{name}: ours {soc}, the benchmark's {board.known}")
         if peer.soc is None:
             continue
         why = check_peer_plan(board.grid, board.starts, board.goals, peer)
@@ -245,7 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         else (f"{len(boards)} boards, agents={args.agents} size={args.size} seed={args.seed}")
     )
     print(f"{where}; node_budget={args.node_budget} cutoff={args.cutoff:g} s")
-    timed = len(boards) - unsolvable
+    timed = len(boards) - unsolvable - len(failed)
+    print(f"the peer ended without an answer (not timed): {len(failed)}")
+    for line in failed:
+        print("  " + line)
     print(f"proven to have no plan by ours: {unsolvable} (the peer looked {UNSOLVABLE_CUTOFF:g} s for one)")
     print(f"ours : {_spread(np.asarray(ours_ms))} | settled {ours_settled}/{timed}")
     print(f"peer : {_spread(np.asarray(peer_ms))} | settled {peer_settled}/{timed}")

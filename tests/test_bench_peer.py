@@ -18,7 +18,7 @@ bench = importlib.import_module("bench_peer")
 
 # A stand-in for CBSH2-RTC's `cbs`: reads the .map and .scen it is given, answers with our solver, and
 # writes the CSV and the paths file as CBSH2-RTC does. PEER_MODE makes it lie about the cost, write its
-# cells as (column, row), skip a cell of agent 0's path, or give up.
+# cells as (column, row), skip a cell of agent 0's path, give up, or crash.
 STAND_IN = """#!{python}
 import os, sys
 from envengineer.mapf.solver import solve
@@ -37,6 +37,8 @@ for line in open(opt("-a")).read().split("\\n")[1:]:
         goals.append((int(f[7]), int(f[6])))
 sol = solve(grid, starts[: int(opt("-k"))], goals[: int(opt("-k"))], memo=False)
 mode = os.environ.get("PEER_MODE", "")
+if mode == "crash":
+    sys.exit("std::bad_alloc")
 cost = -1 if mode == "give-up" else sol.soc + (mode == "lie")
 with open(opt("-o"), "w") as f:
     f.write("runtime,solution cost,preprocessing runtime\\n0.002,%d,0.001\\n" % cost)
@@ -96,15 +98,17 @@ def test_a_truthful_peer_agrees_and_its_time_is_its_own(stand_in: str) -> None:
         ("transpose", "plan starts at [(0, 0), (3, 0), (0, 3), (3, 3)], not at the starts"),
         ("jump", "plan is invalid: agent 0 jumps from"),
         ("give-up", None),
+        ("crash", None),
     ],
 )
-def test_a_peer_that_lies_swaps_its_axes_or_gives_up_is_told_apart(
+def test_a_peer_that_lies_swaps_its_axes_gives_up_or_crashes_is_told_apart(
     stand_in: str, monkeypatch: pytest.MonkeyPatch, mode: str, said: str | None
 ) -> None:
     monkeypatch.setenv("PEER_MODE", mode)
     answer = bench.run_peer(stand_in, *CROSSING, cutoff=5)
     if said is None:
         assert answer.soc is None and answer.paths == []
+        assert (answer.failed is not None and "exit 1: std::bad_alloc" in answer.failed) == (mode == "crash")
         return
     why = bench.check_peer_plan(*CROSSING, answer)
     soc = solve(*CROSSING).soc
