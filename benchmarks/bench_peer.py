@@ -233,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ours_settled = peer_settled = unsolvable = 0
     trouble: list[str] = []
     failed: list[str] = []  # boards the peer ended without an answer on (not timed)
+    alone: list[str] = []  # boards that one side, or neither, settled
     for board, (outcome, soc, ms) in zip(boards, ours, strict=True):
         name = board.name
         if outcome == "unsolvable":
@@ -254,6 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         peer_ms.append(peer.seconds * 1000)
         ours_settled += outcome != "budget"
         peer_settled += peer.soc is not None
+        if outcome == "budget" or peer.soc is None:
+            mine = "over its budget" if outcome == "budget" else f"{soc} in {ms:.1f} ms"
+            theirs = (
+                "none by its cutoff" if peer.soc is None else f"{peer.soc} in {peer.seconds * 1000:.1f} ms"
+            )
+            alone.append(f"{name}: ours {mine}, the peer's {theirs}")
         if peer.soc is None:
             continue
         why = check_peer_plan(board.grid, board.starts, board.goals, peer)
@@ -280,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"proven to have no plan by ours: {unsolvable} (the peer looked {UNSOLVABLE_CUTOFF:g} s for one)")
     print(f"ours : {_spread(np.asarray(ours_ms))} | settled {ours_settled}/{timed}")
     print(f"peer : {_spread(np.asarray(peer_ms))} | settled {peer_settled}/{timed}")
+    for line in alone:
+        print("  " + line)
     o, p = np.asarray(both_ours), np.asarray(both_peer)
     if o.size:
         print(
