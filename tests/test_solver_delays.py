@@ -10,11 +10,13 @@ from itertools import combinations
 import numpy as np
 import pytest
 
+import envengineer.mapf.solver as solver_module
 from envengineer.errors import UnsolvableInstance
 from envengineer.mapf.solver import delays as delays_module
 from envengineer.mapf.solver.cbs import _mdds_compatible
 from envengineer.mapf.solver.delays import _delay_floors, _heaviest_matching, _pair_delays
 from envengineer.mapf.solver.grid import _INF
+from envengineer.mapf.solver.joint import _pair_makespan
 from envengineer.mapf.solver.pairs import _pair_table
 from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _mdd, _OutOfBudget
 from envengineer.mapf.solver.sat import _plan_by_sat
@@ -119,3 +121,55 @@ def test_a_pair_that_can_never_pass_proves_the_board_plan_less():
         _plan_by_sat(prob, _Budget(10**6), 0)
     with pytest.raises(_OutOfBudget):  # the look and the table are charged like any search
         _pair_delays(_problem(corridor, [(0, 0), (0, 3)], [(0, 3), (0, 0)]), _Budget(5))
+
+
+def test_a_pair_that_is_not_delayed_is_home_by_its_longer_shortest_path():
+    # the premise of the makespan's skip: conflict-free shortest paths bring both home by the longer one
+    rng = np.random.default_rng(2041)
+    undelayed = 0
+    for _ in range(40):
+        grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), 4)
+        prob = _problem(grid, starts, goals)
+        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
+            continue  # the solver turns such a board away before any search
+        delays = _pair_delays(prob, _Budget(10**7))
+        for a, b in combinations(range(prob.k), 2):
+            if delays is not None and delays[a, b] == 0:
+                longer = max(prob.h[a][prob.starts[a]], prob.h[b][prob.starts[b]])
+                assert _pair_makespan(prob, a, b, _Budget(10**7), 100) == longer, (grid, starts, goals, a, b)
+                undelayed += 1
+    assert undelayed >= 50, undelayed
+
+
+def test_the_makespan_searches_only_the_delayed_pairs_once_their_delays_are_known(monkeypatch):
+    searched: list[tuple[int, int]] = []
+    search = solver_module._pair_makespan
+
+    def counted(prob, a, b, *rest):
+        searched.append((a, b))
+        return search(prob, a, b, *rest)
+
+    monkeypatch.setattr(solver_module, "_pair_makespan", counted)
+    rng = np.random.default_rng(2042)
+    both_kinds = 0
+    for _ in range(30):
+        grid, starts, goals = random_board(rng, int(rng.integers(5, 7)), 4)
+        prob = _problem(grid, starts, goals)  # four agents: the slow boards' aids, the pairs' makespans
+        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
+            continue
+        shortest = [prob.h[i][s] for i, s in enumerate(prob.starts)]
+        singles = [(i,) for i in range(prob.k)]
+        searched.clear()  # without the pairs' delays every pair is searched: the answer to match
+        expected = solver_module._solve_makespan(prob, _Budget(10**7), max(shortest), 100, singles)
+        assert len(searched) == 6
+        delays = _pair_delays(prob, _Budget(10**7))
+        if delays is None:
+            continue
+        searched.clear()
+        fresh = _problem(grid, starts, goals)
+        fresh.delays_memo = (delays,)  # as CBS leaves it when it hands the board on
+        assert solver_module._solve_makespan(fresh, _Budget(10**7), max(shortest), 100, singles) == expected
+        delayed = [p for p in combinations(range(prob.k), 2) if delays[p] > 0]
+        assert sorted(searched) == delayed, (grid, starts, goals)
+        both_kinds += 0 < len(delayed) < 6
+    assert both_kinds >= 5, both_kinds

@@ -550,7 +550,12 @@ def _solve_makespan(
             combinations(range(prob.k), 2),
             key=lambda p: -max(prob.h[p[0]][prob.starts[p[0]]], prob.h[p[1]][prob.starts[p[1]]]),
         )
+        # a pair whose sum of costs is not delayed (its delays known when CBS handed the board on) has
+        # conflict-free shortest paths, so its makespan is its longer shortest path: no more than ``lb``
+        delays = prob.delays_memo[0] if prob.delays_memo is not None else None
         for a, b in pairs:
+            if delays is not None and delays[a, b] == 0:
+                continue
             lb = max(lb, _pair_makespan(prob, a, b, budget, ub))
             if lb >= ub:
                 return ub
