@@ -37,6 +37,7 @@ import argparse
 import csv
 import re
 import resource
+import shlex
 import subprocess
 import tempfile
 import time
@@ -95,6 +96,7 @@ def run_peer(
     goals: Sequence[Cell],
     cutoff: float,
     memory_gb: float = 8.0,
+    options: Sequence[str] = (),
 ) -> PeerAnswer:
     """Solve one board with the peer program; its answer, time and plan from the files it writes. Its
     address space is capped at ``memory_gb`` (a CBS can fill the machine's memory before its cutoff)."""
@@ -108,7 +110,7 @@ def run_peer(
         map_path, scen_path = write_movingai(grid, starts, goals, folder)
         stats, paths_file = folder / "stats.csv", folder / "paths.txt"
         command = [peer, "-m", str(map_path), "-a", str(scen_path), "-k", str(len(starts)), "-t", str(cutoff)]
-        command += ["-o", str(stats), f"--outputPaths={paths_file}", "-s", "0"]
+        command += ["-o", str(stats), f"--outputPaths={paths_file}", "-s", "0", *options]
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=cutoff + 60, preexec_fn=cap_memory
@@ -218,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--node-budget", type=int, default=DEFAULT_NODE_BUDGET)
     ap.add_argument("--cutoff", type=float, default=60.0, help="the peer's time limit per board, seconds")
     ap.add_argument("--peer-memory", type=float, default=8.0, help="the peer's memory limit, GiB")
+    ap.add_argument(
+        "--peer-args",
+        default="",
+        help='more options for the peer, one string: --peer-args="--corridorReasoning None"',
+    )
     ap.add_argument("--warmup", type=float, default=0.5, help="CPU seconds of untimed solving first")
     args = ap.parse_args(argv)
     if not Path(args.peer).is_file():
@@ -234,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     trouble: list[str] = []
     failed: list[str] = []  # boards the peer ended without an answer on (not timed)
     alone: list[str] = []  # boards that one side, or neither, settled
+    options = shlex.split(args.peer_args)
     for board, (outcome, soc, ms) in zip(boards, ours, strict=True):
         name = board.name
+        peer_board = (args.peer, board.grid, board.starts, board.goals)
         if outcome == "unsolvable":
             # CBS cannot prove that a board has no plan: the peer gets a short look for one, untimed
             unsolvable += 1
@@ -247,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if outcome == "ok" and board.known is not None and soc != board.known:
             trouble.append(f"{name}: ours {soc}, the benchmark's {board.known}")
-        peer = run_peer(args.peer, board.grid, board.starts, board.goals, args.cutoff, args.peer_memory)
+        peer = run_peer(*peer_board, args.cutoff, args.peer_memory, options)
         if peer.failed is not None:
             failed.append(f"{name}: {peer.failed}")
             continue
@@ -279,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.source == "benchmark"
         else (f"{len(boards)} boards, agents={args.agents} size={args.size} seed={args.seed}")
     )
-    print(f"{where}; node_budget={args.node_budget} cutoff={args.cutoff:g} s")
+    print(f"{where}; node_budget={args.node_budget} cutoff={args.cutoff:g} s peer args={options}")
     timed = len(boards) - unsolvable - len(failed)
     print(f"the peer ended without an answer (not timed): {len(failed)}")
     for line in failed:

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # t
 bench = importlib.import_module("bench_peer")
 
 # A stand-in for CBSH2-RTC's `cbs`: reads the .map and .scen it is given, answers with our solver, and
-# writes the CSV and the paths file as CBSH2-RTC does. PEER_MODE makes it lie about the cost, write its
-# cells as (column, row), skip a cell of agent 0's path, give up, or crash.
+# writes the CSV and the paths file as CBSH2-RTC does. PEER_MODE (or the option --liar) makes it lie about
+# the cost, write its cells as (column, row), skip a cell of agent 0's path, give up, or crash.
 STAND_IN = """#!{python}
 import os, sys
 from envengineer.mapf.solver import solve
@@ -36,7 +36,7 @@ for line in open(opt("-a")).read().split("\\n")[1:]:
         starts.append((int(f[5]), int(f[4])))
         goals.append((int(f[7]), int(f[6])))
 sol = solve(grid, starts[: int(opt("-k"))], goals[: int(opt("-k"))], memo=False)
-mode = os.environ.get("PEER_MODE", "")
+mode = os.environ.get("PEER_MODE", "") or ("lie" if "--liar" in args else "")
 if mode == "crash":
     sys.exit("std::bad_alloc")
 cost = -1 if mode == "give-up" else sol.soc + (mode == "lie")
@@ -121,6 +121,8 @@ def test_the_script_exits_1_and_names_the_boards_where_the_optima_differ(
     args = ["--peer", stand_in, "--agents", "3", "--size", "4", "-n", "3", "--seed", "1", "--warmup", "0"]
     assert bench.main(args) == 0
     assert "optima that differ or plans that do not stand: 0" in capsys.readouterr().out
+    assert bench.main([*args, "--peer-args=--liar"]) == 1  # options reach the peer
+    assert "optima that differ or plans that do not stand: 6" in capsys.readouterr().out
     monkeypatch.setenv("PEER_MODE", "lie")
     assert bench.main(args) == 1
     out = capsys.readouterr().out
