@@ -27,6 +27,17 @@ def _delays(grid, starts, goals):
     return _pair_delays(_problem(grid, starts, goals), _Budget(10**6))
 
 
+def _reachable_boards(rng: np.random.Generator, draws: int, sides: tuple[int, int], agents: int):
+    """Of ``draws`` random boards (sides drawn in ``sides``, upper end excluded), those whose agents all
+    reach their goals (the solver turns the others away before any search): each as (grid, starts, goals)
+    and its problem."""
+    for _ in range(draws):
+        board = random_board(rng, int(rng.integers(*sides)), agents)
+        prob = _problem(*board)
+        if all(prob.h[i][s] < _INF for i, s in enumerate(prob.starts)):
+            yield board, prob
+
+
 def test_spec_swap_by_hand():
     # SPEC's swap on an open 3x3 board: one of the two steps aside, 2 steps above their shortest paths
     prob = _problem(OPEN3, [(0, 0), (0, 2)], [(0, 2), (0, 0)])
@@ -52,11 +63,7 @@ def test_a_pair_whose_shortest_paths_never_meet_takes_no_table():
 def test_a_pair_with_conflict_free_shortest_paths_is_never_delayed_against_its_table():
     rng = np.random.default_rng(2030)
     apart = 0
-    for _ in range(60):
-        grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), 3)
-        prob = _problem(grid, starts, goals)
-        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
-            continue  # the solver turns such a board away before any search
+    for (grid, starts, goals), prob in _reachable_boards(rng, 60, (3, 6), 3):
         mdds = [_mdd(prob, i, _NO_CONS, prob.h[i][prob.starts[i]]) for i in range(prob.k)]
         for i, j in combinations(range(prob.k), 2):
             table = _pair_table(prob, i, j, _Budget(10**7))
@@ -78,11 +85,7 @@ def test_small_delays_are_found_in_the_diagrams_and_equal_the_tables(monkeypatch
     monkeypatch.setattr(delays_module, "_pair_cost", lambda *a: swept.append(a[1:3]) or sweep(*a))
     rng = np.random.default_rng(2034)
     found: dict[int, int] = {}
-    for _ in range(120):
-        grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), 3)
-        prob = _problem(grid, starts, goals)
-        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
-            continue
+    for (grid, starts, goals), prob in _reachable_boards(rng, 120, (3, 6), 3):
         swept.clear()
         delays = _pair_delays(prob, _Budget(10**7))
         pairs = list(combinations(range(prob.k), 2))
@@ -127,11 +130,7 @@ def test_a_pair_that_is_not_delayed_is_home_by_its_longer_shortest_path():
     # the premise of the makespan's skip: conflict-free shortest paths bring both home by the longer one
     rng = np.random.default_rng(2041)
     undelayed = 0
-    for _ in range(40):
-        grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), 4)
-        prob = _problem(grid, starts, goals)
-        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
-            continue  # the solver turns such a board away before any search
+    for (grid, starts, goals), prob in _reachable_boards(rng, 40, (3, 6), 4):
         delays = _pair_delays(prob, _Budget(10**7))
         for a, b in combinations(range(prob.k), 2):
             if delays is not None and delays[a, b] == 0:
@@ -152,11 +151,8 @@ def test_the_makespan_searches_only_the_delayed_pairs_once_their_delays_are_know
     monkeypatch.setattr(solver_module, "_pair_makespan", counted)
     rng = np.random.default_rng(2042)
     both_kinds = 0
-    for _ in range(30):
-        grid, starts, goals = random_board(rng, int(rng.integers(5, 7)), 4)
-        prob = _problem(grid, starts, goals)  # four agents: the slow boards' aids, the pairs' makespans
-        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
-            continue
+    # four agents: the slow boards' aids, the pairs' makespans
+    for (grid, starts, goals), prob in _reachable_boards(rng, 30, (5, 7), 4):
         shortest = [prob.h[i][s] for i, s in enumerate(prob.starts)]
         singles = [(i,) for i in range(prob.k)]
         searched.clear()  # without the pairs' delays every pair is searched: the answer to match
