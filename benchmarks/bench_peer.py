@@ -47,12 +47,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_solver import sample_board
+from bench_solver import _warm_up, add_board_options, sample_board
 from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.benchmark import draw_subset, load_benchmark
 from envengineer.mapf.instance import Cell, Instance
 from envengineer.mapf.policies import paths_to_actions
-from envengineer.mapf.solver import DEFAULT_NODE_BUDGET, solve
+from envengineer.mapf.solver import solve
 from envengineer.mapf.validator import validate_plan
 
 #: The peer's time limit on a board ours proves to have no plan (CBS can only search until it stops).
@@ -209,15 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--peer", required=True, help="the peer program (CBSH2-RTC's `cbs`, built)")
     ap.add_argument("--source", choices=("random", "benchmark"), default="random")
-    ap.add_argument("--agents", type=int, default=5)
-    ap.add_argument("--size", type=int, default=10)
-    ap.add_argument("-n", type=int, default=200, help="number of random boards")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--holes", type=float, default=None, help="fixed hole ratio (default: uniform in [0, 0.5])"
-    )
+    add_board_options(ap)  # --agents, --size, -n, --seed, --holes: the random boards; --node-budget, --warmup
     ap.add_argument("--limit", type=int, default=300, help="benchmark instances in the stratified sample")
-    ap.add_argument("--node-budget", type=int, default=DEFAULT_NODE_BUDGET)
     ap.add_argument("--cutoff", type=float, default=60.0, help="the peer's time limit per board, seconds")
     ap.add_argument("--peer-memory", type=float, default=8.0, help="the peer's memory limit, GiB")
     ap.add_argument(
@@ -225,12 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help='more options for the peer, one string: --peer-args="--corridorReasoning None"',
     )
-    ap.add_argument("--warmup", type=float, default=0.5, help="CPU seconds of untimed solving first")
     args = ap.parse_args(argv)
     if not Path(args.peer).is_file():
         ap.error(f"--peer {args.peer!r} is not a file: build CBSH2-RTC first (docs/benchmarks.md)")
-
-    from bench_solver import _warm_up
+    if args.warmup < 0:
+        ap.error(f"--warmup must be 0 or more, not {args.warmup}")
 
     _warm_up(args)
     boards = _boards(args)
@@ -248,9 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         if outcome == "unsolvable":
             # CBS cannot prove that a board has no plan: the peer gets a short look for one, untimed
             unsolvable += 1
-            look = run_peer(
-                args.peer, board.grid, board.starts, board.goals, UNSOLVABLE_CUTOFF, args.peer_memory
-            )
+            look = run_peer(*peer_board, UNSOLVABLE_CUTOFF, args.peer_memory, options)
             if look.soc is not None:
                 trouble.append(f"{name}: ours proves no plan, the peer found one")
             continue
@@ -286,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     where = (
         f"{len(boards)} benchmark instances (a stratified sample)"
         if args.source == "benchmark"
-        else (f"{len(boards)} boards, agents={args.agents} size={args.size} seed={args.seed}")
+        else f"{len(boards)} boards, agents={args.agents} size={args.size} seed={args.seed}"
     )
     print(f"{where}; node_budget={args.node_budget} cutoff={args.cutoff:g} s peer args={options}")
     timed = len(boards) - unsolvable - len(failed)

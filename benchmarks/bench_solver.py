@@ -91,8 +91,9 @@ def sample_board(
             return grid, starts, goals
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_board_options(ap: argparse.ArgumentParser) -> None:
+    """The options that draw the boards, budget their solving and warm up first (what :func:`_warm_up`
+    reads); ``bench_peer.py`` draws and times the same boards with them."""
     ap.add_argument("--agents", type=int, default=5)
     ap.add_argument("--size", type=int, default=10)
     ap.add_argument("-n", type=int, default=200, help="number of boards")
@@ -101,6 +102,14 @@ def main(argv: list[str] | None = None) -> None:
         "--holes", type=float, default=None, help="fixed hole ratio (default: uniform in [0, 0.5])"
     )
     ap.add_argument("--node-budget", type=int, default=DEFAULT_NODE_BUDGET)
+    ap.add_argument(
+        "--warmup", type=float, default=0.5, help="CPU seconds of untimed solving first (0: a cold start)"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_board_options(ap)
     ap.add_argument(
         "--sat-after",
         type=int,
@@ -123,9 +132,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument(
         "--clock", choices=("cpu", "wall"), default="cpu", help="time.process_time or perf_counter"
-    )
-    ap.add_argument(
-        "--warmup", type=float, default=0.5, help="CPU seconds of untimed solving first (0: a cold start)"
     )
     ap.add_argument("--show-slowest", type=int, default=0, help="print the N slowest boards")
     ap.add_argument(
