@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from pysat.solvers import Solver
 
 from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf import solver as solver_module
@@ -18,7 +19,15 @@ from envengineer.mapf.solver.delays import _delay_floors
 from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
 from envengineer.mapf.solver.reach import _has_plan, plan_exists
-from envengineer.mapf.solver.sat import _Formula, _least_bound, _makespan_by_sat, _plan_by_sat, _Sum
+from envengineer.mapf.solver.sat import (
+    SAT_SOLVER,
+    _Formula,
+    _hand_over,
+    _least_bound,
+    _makespan_by_sat,
+    _plan_by_sat,
+    _Sum,
+)
 from test_solver import OPEN3, _problem, check_plan, oracle_makespan, oracle_soc, random_board
 
 
@@ -145,6 +154,28 @@ def test_the_formula_grown_bound_by_bound_answers_as_one_written_for_each_bound(
             b >= extra for b in bounds
         ]
         checked += 1
+
+
+@pytest.mark.parametrize(
+    ("clauses", "satisfiable"),
+    [
+        ([[1, 2], [-1], [-2, 3]], True),
+        ([[1], [-1]], False),  # refuted as the clauses are added: Glucose must remember it
+        ([[1, 2], [-1, 2], [1, -2], [-1, -2]], False),  # refuted only by search
+    ],
+)
+def test_clauses_handed_to_glucose_directly_are_solved_as_pysat_would(clauses, satisfiable):
+    direct, usual = Solver(name=SAT_SOLVER), Solver(name=SAT_SOLVER)
+    try:
+        _hand_over(direct, clauses)
+        usual.append_formula(clauses)
+        assert direct.solve() is usual.solve() is satisfiable
+        if satisfiable:
+            true = set(direct.get_model())
+            assert all(any(x in true for x in c) for c in clauses)
+    finally:
+        direct.delete()
+        usual.delete()
 
 
 class _Recorder:
