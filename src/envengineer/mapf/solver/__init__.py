@@ -132,7 +132,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Default work limit of one call: about 0.1-0.2 s of CPU on a 2020s laptop core when it runs out.
+#: Default work limit of one call: about 45-50 ms of CPU on the 2-core machine of docs/benchmarks.md when
+#: it runs out (seed 9's board 28 of ``bench_solver.py --agents 5 --size 10``).
 DEFAULT_NODE_BUDGET = 30_000
 #: The largest board side and agent count the solver accepts, checked before any work: the distance
 #: tables alone grow with ``agents x side^2`` and are not part of the node budget, so an unchecked
@@ -220,8 +221,9 @@ def solve(
         starts: Each agent's start cell ``(row, col)``; distinct, on frozen cells.
         goals: Each agent's goal cell; distinct, on frozen cells.
         node_budget: Work limit of the whole call in units of about one low-level A* expansion (see
-            the module docstring); the default settles all but the hardest few percent of crowded
-            5-agent boards in about 0.1 s each.
+            the module docstring); the default settles all but the hardest few crowded boards (one
+            of 600 random 5-agent 10x10 draws, 12 of benchmark v2's 3,150), and runs out after about
+            50 ms of CPU (docs/benchmarks.md).
         time_limit: Wall-clock seconds after which the call gives up (``SolverBudgetExceeded``), whatever
             budget is left; ``None`` (the default) keeps the answer independent of the machine.
         memo: Read and fill :data:`MEMO` (calls without a time limit only); the generator turns it off
