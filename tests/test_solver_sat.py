@@ -166,6 +166,11 @@ def test_the_formula_grown_bound_by_bound_answers_as_one_written_for_each_bound(
 )
 def test_clauses_handed_to_glucose_directly_are_solved_as_pysat_would(clauses, satisfiable):
     direct, usual = Solver(name=SAT_SOLVER), Solver(name=SAT_SOLVER)
+
+    def the_slow_way(_clauses):
+        raise AssertionError("the clauses went through PySAT's append_formula, not the C binding")
+
+    direct.append_formula = the_slow_way
     try:
         _hand_over(direct, clauses)
         usual.append_formula(clauses)
