@@ -315,6 +315,12 @@ def _problem(grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell])
     return _Problem(grid, [r * n + c for r, c in starts], [r * n + c for r, c in goals])
 
 
+def _all_reach(prob: _Problem) -> bool:
+    """Whether every agent can reach its goal (the solver turns a board where one cannot away before any
+    search)."""
+    return all(prob.h[i][s] < _INF for i, s in enumerate(prob.starts))
+
+
 def test_a_pair_that_must_swap_bounds_the_makespan():
     # SPEC §2.3's swap: each agent alone needs 2 steps, the two together 4; the third agent is free
     prob = _problem(OPEN3, [(0, 0), (0, 2), (2, 0)], [(0, 2), (0, 0), (2, 1)])

@@ -20,7 +20,7 @@ from envengineer.mapf.solver.joint import _pair_makespan
 from envengineer.mapf.solver.pairs import _pair_table
 from envengineer.mapf.solver.problem import _NO_CONS, _Budget, _mdd, _OutOfBudget
 from envengineer.mapf.solver.sat import _plan_by_sat
-from test_solver import OPEN3, _problem, random_board
+from test_solver import OPEN3, _all_reach, _problem, random_board
 
 
 def _delays(grid, starts, goals):
@@ -34,7 +34,7 @@ def _reachable_boards(rng: np.random.Generator, draws: int, sides: tuple[int, in
     for _ in range(draws):
         board = random_board(rng, int(rng.integers(*sides)), agents)
         prob = _problem(*board)
-        if all(prob.h[i][s] < _INF for i, s in enumerate(prob.starts)):
+        if _all_reach(prob):
             yield board, prob
 
 

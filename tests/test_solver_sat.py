@@ -28,7 +28,7 @@ from envengineer.mapf.solver.sat import (
     _plan_by_sat,
     _Sum,
 )
-from test_solver import OPEN3, _problem, check_plan, oracle_makespan, oracle_soc, random_board
+from test_solver import OPEN3, _all_reach, _problem, check_plan, oracle_makespan, oracle_soc, random_board
 
 
 def _soc(paths, goals) -> int:
@@ -222,7 +222,7 @@ def test_the_conflict_clauses_are_every_shared_cell_and_swap_once(soc):
     for _ in range(12):
         grid, starts, goals = random_board(rng, int(rng.integers(3, 6)), int(rng.integers(2, 5)))
         prob = _problem(grid, starts, goals)
-        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
+        if not _all_reach(prob):
             continue
         formula = _Formula(prob, _Budget(10**7), soc=soc)
         formula.solver = recorder = _Recorder(formula.solver)
@@ -247,7 +247,7 @@ def _boards_with_floors(rng: np.random.Generator, sides: tuple[int, int], count:
     while found < count:
         board = random_board(rng, int(rng.integers(*sides)), int(rng.integers(2, 5)))
         prob = _problem(*board)
-        if any(prob.h[i][s] >= _INF for i, s in enumerate(prob.starts)):
+        if not _all_reach(prob):
             continue
         floors = _delay_floors(prob, _Budget(10**7))
         if floors is None:
