@@ -82,7 +82,7 @@ from typing import Any
 from envengineer.errors import ConfigError, InstanceFormatError, SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.instance import Cell, Instance
 from envengineer.mapf.solver.cbs import CBS_NODE_COST, MERGE_SPACE, _cbs, _Merge, _Node
-from envengineer.mapf.solver.delays import DIAGRAM_DELAYS, _pair_delays
+from envengineer.mapf.solver.delays import DIAGRAM_DELAYS, _known_pair_delays, _pair_delays
 from envengineer.mapf.solver.grid import (
     _INF,
     _check_board,
@@ -554,7 +554,7 @@ def _solve_makespan(
         )
         # a pair whose sum of costs is not delayed (its delays known when CBS handed the board on) has
         # conflict-free shortest paths, so its makespan is its longer shortest path: no more than ``lb``
-        delays = prob.delays_memo[0] if prob.delays_memo is not None else None
+        delays = _known_pair_delays(prob)
         for a, b in pairs:
             if delays is not None and delays[a, b] == 0:
                 continue

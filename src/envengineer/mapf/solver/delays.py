@@ -45,6 +45,12 @@ def _pair_delays(prob: _Problem, budget: _Budget) -> dict[tuple[int, int], int] 
     return prob.delays_memo[0]
 
 
+def _known_pair_delays(prob: _Problem) -> dict[tuple[int, int], int] | None:
+    """The pairs' delays where :func:`_pair_delays` has computed them for ``prob`` already, else ``None``
+    (nothing is computed; a board found plan-less has ``None`` too)."""
+    return prob.delays_memo[0] if prob.delays_memo is not None else None
+
+
 def _delays_of_pairs(prob: _Problem, budget: _Budget) -> dict[tuple[int, int], int] | None:
     shortest = [prob.h[i][prob.starts[i]] for i in range(prob.k)]
     mdds: dict[tuple[int, int], list[set[int]]] = {}
