@@ -342,7 +342,7 @@ def test_threshold_keep_levels_moves_the_data_only() -> None:
     assert {m["move"] for m in d.details["sizes"].values()} == {"kept"} and d.details["keep_levels"] is True
     # the data is the failures weighting's, by hand as above: 0.15, 0.65, 1.0, 0.55 over 2.35
     assert {n: s.data_ratio for n, s in d.config.sizes.items()} == {3: 0.064, 4: 0.277, 5: 0.426, 6: 0.234}
-    # without the option the ladder snaps and moves the same sizes
+    # without the option the ladder moves the same sizes: 3x3 up to (0.5, 1.0), 5x5 down to (0.2, 0.4)
     moved = ThresholdCurriculum(weighting="failures", momentum=0.0).propose(request(1, start, rates))
     assert moved.config.sizes[3].hole_ratio != 0.47 and moved.config.sizes[5].wait_ratio != 0.6
     assert ThresholdCurriculum.from_options({"keep_levels": True}).keep_levels is True
@@ -351,27 +351,30 @@ def test_threshold_keep_levels_moves_the_data_only() -> None:
 
 
 def test_threshold_keep_data_moves_the_levels_only() -> None:
+    # off the ladder, as a random round-0 configuration leaves every size (4x4 on a level, for contrast)
     start = RoundConfig.model_validate(
         {
             "num_samples": 32,
             "sizes": {
-                "3": knobs(0.308, 0.2, 0.4),
+                "3": knobs(0.308, 0.47, 0.386),
                 "4": knobs(0.015, 0.2, 0.4),
-                "5": knobs(0.5, 0.2, 0.4),
-                "6": knobs(0.177, 0.2, 0.4),
+                "5": knobs(0.5, 0.261, 0.598),
+                "6": knobs(0.177, 0.189, 0.55),
             },
         }
     )
     # a ladder that only climbs: above 20 % a size moves one level up, nothing moves down
     cur = ThresholdCurriculum(upper=0.2, lower=0.0, keep_data=True, momentum=0.0)
     d = cur.propose(request(1, start, {3: 90.0, 4: 40.0, 5: 5.0}))
-    # by hand: 3x3 and 4x4 (90 %, 40 %) move from level 2 (0.2, 0.4) to 3 (0.3, 0.6); 5x5 (5 %) and 6x6
-    # (not validated) stay; every data ratio is the one it had
+    # by hand: 3x3 (90 %) goes to the first level at or above (0.47, 0.386) in both knobs, (0.5, 1.0), not
+    # the nearest level's successor (0.4, 0.8), which has fewer holes; 4x4 (40 %) from level 2 (0.2, 0.4)
+    # to 3 (0.3, 0.6); 5x5 (5 %) and 6x6 (not validated) keep their own knobs, not the nearest level's
+    # (0.3, 0.6) and (0.2, 0.4); every data ratio is the one it had
     assert {n: (s.hole_ratio, s.wait_ratio) for n, s in d.config.sizes.items()} == {
-        3: (0.3, 0.6),
+        3: (0.5, 1.0),
         4: (0.3, 0.6),
-        5: (0.2, 0.4),
-        6: (0.2, 0.4),
+        5: (0.261, 0.598),
+        6: (0.189, 0.55),
     }
     assert {n: s.data_ratio for n, s in d.config.sizes.items()} == {3: 0.308, 4: 0.015, 5: 0.5, 6: 0.177}
     assert d.details["keep_data"] is True

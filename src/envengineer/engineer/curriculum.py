@@ -2,10 +2,15 @@
 
 A classic learning-progress curriculum over the same knobs the LLM engineers control:
 
-* **Difficulty.** Each map size sits on a ladder of (hole_ratio, wait_ratio) levels. When the size's
-  validation success rate is above ``upper`` it moves ``step`` levels up, below ``lower`` ``step``
-  levels down, otherwise it stays. The current level is read from the current configuration (the
-  nearest ladder level), so the curriculum keeps no state between rounds and a resumed run decides
+* **Difficulty.** A ladder of (hole_ratio, wait_ratio) levels, easiest first, sets where sizes move.
+  When a size's validation success rate is above ``upper`` it moves ``step`` levels up, below
+  ``lower`` ``step`` levels down, otherwise it stays and keeps its own hole and wait ratio exactly,
+  on the ladder or off it (a random round-0 configuration is off it). One level up is the next ladder
+  level at or above the size's current values in each knob and harder in at least one, so a size that
+  moves up never loses holes or waits; one level down is, the other way round, the next level at or
+  below in each knob. Where no level lies above (below), the size takes the top (bottom) level's value
+  in each knob where that is harder (easier) and keeps its own in the other. The knobs are read from the
+  current configuration, so the curriculum keeps no state between rounds and a resumed run decides
   exactly as an uninterrupted one.
 * **Data.** Data shifts toward the frontier: a size's target weight is ``floor + 4 p (1 - p)`` (p the
   success rate as a fraction; largest at p = 0.5, where learning progress is fastest; an unvalidated size
@@ -18,7 +23,9 @@ A classic learning-progress curriculum over the same knobs the LLM engineers con
 * **Levels kept.** With ``keep_levels=True`` no size moves on the ladder: each keeps the hole and wait
   ratio it has, and only the data moves. This separates the two changes the ladder makes (where the
   data goes, and how hard each size's boards are). With ``keep_data=True`` it is the other way round:
-  every size keeps its data ratio, and only the levels move.
+  every size keeps its data ratio exactly as the configuration gives it (not normalised), and only the
+  levels move. With ``upper=0.2, lower=0.0, keep_data=True`` (the ``climb`` experiment) no size's hole or
+  wait ratio ever decreases.
 
 Success rates are pooled over the validation set's agent counts (weighted by instance counts).
 
@@ -41,7 +48,10 @@ from typing import Any, Literal
 from envengineer.engineer.context import per_size_rates
 from envengineer.engineer.decision import EngineerDecision, EngineerRequest
 from envengineer.errors import ConfigError
-from envengineer.mapf.config import ConfigSpace, RoundConfig
+from envengineer.mapf.config import HOLE_RATIO_MAX, ConfigSpace, RoundConfig
+
+#: A (hole_ratio, wait_ratio) pair.
+Knobs = tuple[float, float]
 
 #: (hole_ratio, wait_ratio) per level, easiest first.
 DEFAULT_LEVELS: tuple[tuple[float, float], ...] = (
@@ -52,6 +62,17 @@ DEFAULT_LEVELS: tuple[tuple[float, float], ...] = (
     (0.4, 0.8),
     (0.5, 1.0),
 )
+
+
+def _where(move: Mapping[str, Any]) -> str:
+    """A size's move for the rationale: ``level 2 -> 3``, or its knobs where one end is off the ladder."""
+    if move["level"] is not None and move["new_level"] is not None:
+        return f"level {move['level']} -> {move['new_level']}"
+    ends = [
+        f"level {level}" if level is not None else f"holes {h:g}, waits {w:g} (off the ladder)"
+        for level, (h, w) in ((move["level"], move["knobs"]), (move["new_level"], move["new_knobs"]))
+    ]
+    return " -> ".join(ends)
 
 
 @dataclass(frozen=True)
@@ -153,14 +174,43 @@ class ThresholdCurriculum:
                 ) from None
         return cls(**opts, name=name or cls.baseline)
 
-    def level_of(self, hole_ratio: float, wait_ratio: float, hole_max: float = 0.5) -> int:
-        """The ladder level nearest to a (hole_ratio, wait_ratio) pair (ties go to the easier level)."""
-        scale = hole_max if hole_max > 0 else 1.0
+    def ladder(self, hole_max: float = HOLE_RATIO_MAX) -> tuple[Knobs, ...]:
+        """The levels as a space whose hole ratio is at most ``hole_max`` applies them."""
+        return tuple((min(h, hole_max), w) for h, w in self.levels)
 
-        def dist(level: tuple[float, float]) -> float:
-            return ((min(level[0], hole_max) - hole_ratio) / scale) ** 2 + (level[1] - wait_ratio) ** 2
+    def level_of(self, knobs: Knobs, hole_max: float = HOLE_RATIO_MAX) -> int | None:
+        """The ladder level a (hole_ratio, wait_ratio) pair is on (the first such), or None off the ladder.
 
-        return min(range(len(self.levels)), key=lambda i: (dist(self.levels[i]), i))
+        >>> ThresholdCurriculum().level_of((0.2, 0.4)), ThresholdCurriculum().level_of((0.47, 0.386))
+        (2, None)
+        """
+        return next((i for i, level in enumerate(self.ladder(hole_max)) if level == knobs), None)
+
+    def moved(
+        self, knobs: Knobs, direction: Literal["up", "down"], hole_max: float = HOLE_RATIO_MAX
+    ) -> Knobs:
+        """A (hole_ratio, wait_ratio) pair moved ``step`` levels up or down, from on or off the ladder.
+
+        Up, each step is the next ladder level at or above the pair in each knob and unequal to it, so no
+        knob decreases; where no level lies above, each knob takes the larger of its value and the top
+        level's (unchanged: the pair is at the end of the ladder). Down is the mirror image.
+
+        >>> ThresholdCurriculum().moved((0.115, 0.716), "up")  # off the ladder: the first level above
+        (0.4, 0.8)
+        >>> ThresholdCurriculum().moved((0.261, 0.598), "down")
+        (0.2, 0.4)
+        """
+        ladder = self.ladder(hole_max)
+        if direction == "up":
+            beyond = [lv for lv in ladder if lv[0] >= knobs[0] and lv[1] >= knobs[1] and lv != knobs]
+            end, pick = ladder[-1], max
+        else:
+            beyond = [lv for lv in ladder[::-1] if lv[0] <= knobs[0] and lv[1] <= knobs[1] and lv != knobs]
+            end, pick = ladder[0], min
+        distinct = list(dict.fromkeys(beyond))  # a level repeated, or equal once clipped, is one step
+        if distinct:
+            return distinct[min(self.step, len(distinct)) - 1]
+        return (pick(knobs[0], end[0]), pick(knobs[1], end[1]))
 
     def step_config(
         self,
@@ -175,34 +225,36 @@ class ThresholdCurriculum:
         """
         rates = per_size_rates(report) if rates is None else rates
         prev = config.normalised_ratios()
-        top = len(self.levels) - 1
+        hole_max = space.hole_ratio_max
         moves: dict[str, Any] = {}
         weights: dict[int, float] = {}
-        knobs: dict[int, tuple[float, float]] = {}
+        knobs: dict[int, Knobs] = {}
         for n in sorted(config.sizes):
-            sc = config.sizes[n]
-            level = self.level_of(sc.hole_ratio, sc.wait_ratio, space.hole_ratio_max)
+            cur = (config.sizes[n].hole_ratio, config.sizes[n].wait_ratio)
             rate = rates[n][self.metric] / 100.0 if n in rates else None
             if self.keep_levels:
-                new, move = level, "kept"
+                move = "kept"
             elif rate is None:
-                new, move = level, "stay (not validated)"
+                move = "stay (not validated)"
             elif rate > self.upper:
-                new, move = min(level + self.step, top), "up"
+                move = "up"
             elif rate < self.lower:
-                new, move = max(level - self.step, 0), "down"
+                move = "down"
             else:
-                new, move = level, "stay"
-            if new == level and move in ("up", "down"):
-                move += " (at the end of the ladder)"
+                move = "stay"
+            # a size that stays keeps its own knobs exactly, on the ladder or off it
+            knobs[n] = cur
+            if move in ("up", "down"):
+                knobs[n] = self.moved(cur, "up" if move == "up" else "down", hole_max)
+                move += " (at the end of the ladder)" if knobs[n] == cur else ""
             p = 0.5 if rate is None else rate
             weights[n] = self.floor + (1.0 - p if self.weighting == "failures" else 4.0 * p * (1.0 - p))
-            h, w = (sc.hole_ratio, sc.wait_ratio) if self.keep_levels else self.levels[new]
-            knobs[n] = (min(h, space.hole_ratio_max), w)
             moves[str(n)] = {
                 "rate": None if rate is None else round(rate, 4),
-                "level": level,
-                "new_level": new,
+                "level": self.level_of(cur, hole_max),
+                "new_level": self.level_of(knobs[n], hole_max),
+                "knobs": list(cur),
+                "new_knobs": list(knobs[n]),
                 "move": move,
                 "weight": round(weights[n], 4),
             }
@@ -213,8 +265,8 @@ class ThresholdCurriculum:
             ratio = self.momentum * prev[n] + (1.0 - self.momentum) * target[n]
             sizes[n] = {
                 "data_ratio": config.sizes[n].data_ratio if self.keep_data else round(ratio, 3),
-                "hole_ratio": round(knobs[n][0], 3),
-                "wait_ratio": round(knobs[n][1], 3),
+                "hole_ratio": knobs[n][0],
+                "wait_ratio": knobs[n][1],
             }
         if sum(s["data_ratio"] for s in sizes.values()) <= 0:
             for s in sizes.values():
@@ -231,7 +283,7 @@ class ThresholdCurriculum:
         summary = "; ".join(
             f"{n}x{n}: {self.metric} "
             + ("n/a" if m["rate"] is None else f"{100 * m['rate']:.1f}%")
-            + f", level {m['level']} -> {m['new_level']}"
+            + f", {_where(m)}"
             for n, m in moves.items()
         )
         return EngineerDecision(
