@@ -145,6 +145,29 @@ def hole_ratio(text: str) -> float | None:
     return ratio
 
 
+def wait_ratio(agents: int) -> float:
+    """The training boards' wait ratio for ``agents`` agents: one agent never needs to wait.
+
+    >>> wait_ratio(1), wait_ratio(3)
+    (0.0, 0.5)
+    """
+    return 0.5 if agents > 1 else 0.0
+
+
+def training_versions() -> dict[str, str]:
+    """The versions that train: python, envengineer, torch, transformers and trl (``missing`` when absent)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in ("envengineer", "torch", "transformers", "trl"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "missing"
+    return out
+
+
 def training_boards(
     agents: list[int],
     sizes: list[int],
@@ -161,8 +184,7 @@ def training_boards(
         config = RoundConfig.model_validate(
             {
                 "sizes": {
-                    n: {"data_ratio": 1.0, "hole_ratio": hole, "wait_ratio": 0.5 if a > 1 else 0.0}
-                    for n in sizes
+                    n: {"data_ratio": 1.0, "hole_ratio": hole, "wait_ratio": wait_ratio(a)} for n in sizes
                 },
                 "num_agents": a,
                 "num_samples": samples // len(agents),
@@ -262,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.save_every:
         preset["sft"].update(save_strategy="steps", save_steps=args.save_every, save_only_model=True)
     load = os.getloadavg()[0]
+    versions = training_versions()
 
     class Budget(TrainerCallback):
         """Stop when ``--minutes`` of training time are spent or at ``--stop-at-step``; count the tokens."""
@@ -297,6 +320,14 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, Any] = {
         "args": {k: str(v) for k, v in vars(args).items()},
         "commit": source_commit(),
+        "versions": versions,  # read before training: what trained, not what packages it later
+        "data": {
+            "agents": agents,
+            "sizes": sizes,
+            "samples": len(train),
+            "hole_ratio": "uniform" if args.holes is None else args.holes,
+            "wait_ratio": {str(a): wait_ratio(a) for a in agents},
+        },
         "format": args.format,
         "steps": result.steps,
         "train_minutes": round(train_s / 60, 2),

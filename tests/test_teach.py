@@ -33,13 +33,38 @@ def test_written_plan_reads_scratchpad_moves_and_stops_at_a_misnamed_line():
     assert written_plan("<think>\nA0 (0,0) down DOWN\n", scratchpad=True) == ([["DOWN"]], False)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("A01 :\n<>/thinkanswerUPDOWNLEFTRIGHTWAIT()")), max_size=120))
-def test_written_plan_never_raises(text):
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(list("A01 :\n<>/thinkanswerUPDOWNLEFTRIGHTWAIT()")), max_size=120),
+    st.lists(
+        st.lists(st.sampled_from(["UP", "DOWN", "LEFT", "RIGHT", "WAIT"]), max_size=5), min_size=2, max_size=2
+    ),
+    st.floats(0, 1),
+)
+def test_written_plan_reads_back_what_was_written_and_the_teacher_completes_it(text, plan, cut):
+    """Any text reads as action lines; an answer reads back as written, cut off as a prefix of it; where
+    the teacher keeps the whole prefix, its completion begins with it and the validator finds it optimal."""
+    from envengineer.mapf.instance import ACTIONS
+    from envengineer.mapf.solver.teacher import label_instance
+    from envengineer.mapf.validator import format_answer, validate_plan
+
     for scratchpad in (True, False):
         lines, open_last = written_plan(text, scratchpad=scratchpad)
-        assert all(isinstance(w, str) for line in lines for w in line)
-        assert not (open_last and not lines)
+        assert all(w in ACTIONS for line in lines for w in line) and not (open_last and not lines)
+    answer = format_answer(plan)
+    assert written_plan(answer, scratchpad=False) == (plan, False)
+    lines, open_last = written_plan(answer[: round(cut * len(answer))], scratchpad=False)
+    assert len(lines) <= len(plan)
+    for x, line in enumerate(lines):  # whole lines as written; the one being written, a prefix of it
+        assert line == (plan[x][: len(line)] if open_last and x == len(lines) - 1 else plan[x])
+    lab = label_instance(SWAP, lines, open_last=open_last)
+    completion = [list(a) for a in lab.completion.plan]
+    assert validate_plan(SWAP, completion).optimal  # the teacher's plan is always valid and optimal
+    if lab.fatal is None:  # the whole prefix kept: the completion begins with it
+        assert lab.kept == lab.total
+        for x, line in enumerate(lines):
+            padded = completion[x] + ["WAIT"] * len(line)
+            assert padded[: len(line)] == line
 
 
 def test_the_label_keeps_the_policy_s_own_first_line_and_corrects_the_collision():

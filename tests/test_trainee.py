@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import re
 from pathlib import Path
 
@@ -39,6 +41,36 @@ def test_the_manifest_says_how_it_was_built_and_what_it_measured():
         rates = m["held_out"][k]
         assert rates["boards"] == 288
         assert 0 <= rates["optimal"] <= rates["valid"] <= 100
+
+
+def test_the_packaged_files_are_those_the_manifest_records():
+    """Each file's SHA-256 and size and the weights' parameter count, recomputed from the shipped files."""
+    safe_open = pytest.importorskip("safetensors").safe_open
+    folder = trainee_path()
+    m = trainee_manifest()
+    shipped = sorted(f.name for f in folder.iterdir() if f.is_file() and f.name != "manifest.json")
+    assert sorted(m["files"]) == shipped
+    for name, facts in m["files"].items():
+        data = (folder / name).read_bytes()
+        assert (hashlib.sha256(data).hexdigest(), len(data)) == (facts["sha256"], facts["bytes"]), name
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    count, layers = 0, set()
+    with safe_open(str(folder / "model.safetensors"), framework="numpy") as f:
+        for key in f.keys():
+            shape = f.get_slice(key).get_shape()
+            count += math.prod(shape)
+            if key.startswith("model.layers."):
+                layers.add(int(key.split(".")[2]))
+            if key == "model.embed_tokens.weight":
+                assert shape == [config["vocab_size"], config["hidden_size"]]
+    assert count == m["parameters"] and len(layers) == config["num_hidden_layers"]
+
+
+def test_the_recorded_verdicts_are_the_validators():
+    """The manifest's six answers re-judged: the verdicts it records are what the validator says."""
+    for check in trainee_manifest()["checks"]:
+        verdict = validate(Instance.from_dict(check["instance"]), check["answer"])
+        assert (verdict.valid, verdict.optimal) == (check["valid"], check["optimal"])
 
 
 def test_the_shipped_weights_give_the_recorded_answers():

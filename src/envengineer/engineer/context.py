@@ -545,8 +545,9 @@ def render_training_details(
 ) -> str:
     """T: ``bookkeeping`` (where the run stands) or ``full`` (adds how the model is trained).
 
-    Recognised keys of ``details``: ``total_rounds``, ``epochs``, ``num_samples``, ``num_agents``
-    (bookkeeping); ``algorithm``, ``objective``, ``reward``, ``hyperparameters`` and any other key (full).
+    Recognised keys of ``details``: ``total_rounds``, ``epochs``, ``num_samples``, ``num_agents`` (a count,
+    or counts in equal shares) (bookkeeping); ``algorithm``, ``objective``, ``reward``, ``hyperparameters``
+    and any other key (full).
     """
     if level == "none":
         return ""
@@ -572,7 +573,11 @@ def render_training_details(
     parts = []
     if samples is not None:
         parts.append(f"{samples} freshly generated training instances")
-    if agents is not None:
+    if isinstance(agents, (list, tuple)) and agents:  # training.agents: a mix in equal shares
+        parts.append(
+            " or ".join(map(str, agents)) + " agents each" + (", in equal shares" * (len(agents) > 1))
+        )
+    elif agents is not None:
         parts.append(f"{agents} agents each")
     if epochs is not None:
         parts.append(f"{_value(epochs)} epochs")

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 from envengineer.engineer.context import FINAL, ContextSpec, HistoryEntry, context_spec
 from envengineer.errors import ConfigError
 from envengineer.mapf.config import DEFAULT_SPACE, ConfigSpace, RoundConfig
+from envengineer.sanitize import safe_text
 
 EngineerKind = Literal["self", "base", "openai", "fixed", "random", "threshold", "learnability"]
 
@@ -39,6 +40,8 @@ class EngineerRequest:
             train stage: ``completions``, ``valid`` and ``optimal`` rates as fractions, ``zero_std``, the
             share of GRPO groups without reward variance), or None (no training, or not recorded). Read by
             the ``learnability`` baseline and, with the L module, by LLM engineers.
+        agents: The agent counts of the round's boards, in equal shares (the experiment's
+            ``training.agents``); empty: ``config.num_agents`` alone. The prompt names every count.
     """
 
     round_index: int
@@ -50,6 +53,7 @@ class EngineerRequest:
     training: Mapping[str, Any] = field(default_factory=dict)
     context: ContextSpec = FINAL
     sampled: Mapping[str, Any] | None = None
+    agents: Sequence[int] = ()
 
     def __post_init__(self) -> None:
         if (
@@ -63,6 +67,17 @@ class EngineerRequest:
         object.__setattr__(self, "history", tuple(self.history))
         object.__setattr__(self, "context", context_spec(self.context))
         object.__setattr__(self, "training", dict(self.training or {}))
+        agents = tuple(self.agents or ())
+        if any(isinstance(a, bool) or not isinstance(a, int) or a < 1 for a in agents):
+            raise ConfigError(
+                f"agents must be agent counts (ints >= 1), got {agents!r:.80}; or leave it empty"
+            )
+        object.__setattr__(self, "agents", tuple(sorted(set(agents))))
+
+    @property
+    def agent_counts(self) -> tuple[int, ...]:
+        """The agent counts the round trains on: ``agents``, or ``config.num_agents`` alone."""
+        return self.agents or (self.config.num_agents,)
 
 
 @dataclass(frozen=True)
@@ -84,21 +99,24 @@ class Attempt:
     issues: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "messages": [dict(m) for m in self.messages],
-            "response": self.response,
-            "errors": list(self.errors),
-            "issues": list(self.issues),
-            "accepted": self.accepted,
-            "rationale": self.rationale,
-            "proposal": jsonable(self.proposal),
-            "source": self.source,
-            "completion_tokens": self.completion_tokens,
-            "backend_error": self.backend_error,
-            "seed": self.seed,
-            "seconds": round(self.seconds, 4),
-        }
+        """A strict-JSON record of the attempt (every string made writable, see :func:`jsonable`)."""
+        return jsonable(
+            {
+                "index": self.index,
+                "messages": [dict(m) for m in self.messages],
+                "response": self.response,
+                "errors": list(self.errors),
+                "issues": list(self.issues),
+                "accepted": self.accepted,
+                "rationale": self.rationale,
+                "proposal": self.proposal,
+                "source": self.source,
+                "completion_tokens": self.completion_tokens,
+                "backend_error": self.backend_error,
+                "seed": self.seed,
+                "seconds": round(self.seconds, 4),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -150,42 +168,58 @@ class EngineerDecision:
         return [f"attempt {a.index + 1}: {e}" for a in self.attempts for e in a.errors]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable record (``json.dumps(d, allow_nan=False)`` works) for the run directory."""
-        return {
-            "engineer": self.engineer,
-            "round_index": self.round_index,
-            "next_round": self.round_index + 1,
-            "config": self.config.model_dump(mode="json"),
-            "previous": self.previous.model_dump(mode="json"),
-            "raw_proposal": jsonable(self.raw_proposal),
-            "changes": list(self.changes),
-            "rationale": self.rationale,
-            "fell_back": self.fell_back,
-            "fallback_reason": self.fallback_reason,
-            "context": None
-            if self.context is None
-            else {**self.context.model_dump(), "label": self.context.label},
-            "prompt": self.prompt,
-            "responses": self.responses,
-            "errors": self.errors,
-            "attempts": [a.to_dict() for a in self.attempts],
-            "details": jsonable(self.details),
-            "seconds": round(self.seconds, 4),
-        }
+        """A strict-JSON record for the run directory, whatever the model wrote.
+
+        ``json.dumps(d, allow_nan=False, ensure_ascii=False)`` works and encodes as UTF-8: every value passes
+        through :func:`jsonable` (no NaN or infinity, no lone surrogate, no integer too long to print).
+        """
+        return jsonable(
+            {
+                "engineer": self.engineer,
+                "round_index": self.round_index,
+                "next_round": self.round_index + 1,
+                "config": self.config.model_dump(mode="json"),
+                "previous": self.previous.model_dump(mode="json"),
+                "raw_proposal": self.raw_proposal,
+                "changes": list(self.changes),
+                "rationale": self.rationale,
+                "fell_back": self.fell_back,
+                "fallback_reason": self.fallback_reason,
+                "context": None
+                if self.context is None
+                else {**self.context.model_dump(), "label": self.context.label},
+                "prompt": self.prompt,
+                "responses": self.responses,
+                "errors": self.errors,
+                "attempts": [a.to_dict() for a in self.attempts],
+                "details": self.details,
+                "seconds": round(self.seconds, 4),
+            }
+        )
 
 
 def jsonable(obj: Any) -> Any:
-    """Parsed model data made JSON-safe: string keys, lists for tuples/sets, strings for anything else.
+    """Parsed model data made strict JSON: string keys, lists for tuples/sets, strings for anything else.
+
+    Strings (keys too) lose their lone surrogates and known secrets (:func:`~envengineer.sanitize.safe_text`:
+    a surrogate cannot be written as UTF-8); NaN and infinities become their names; an integer too long
+    for ``str`` (a YAML ``0x`` literal of thousands of digits) becomes its hex string.
 
     >>> jsonable({3: {1.5, 0.5}, "x": float("nan")})
     {'3': [0.5, 1.5], 'x': 'nan'}
+    >>> jsonable("a\\ud800") == "a\\ufffd", jsonable(16**5000)[:6]
+    (True, '0x1000')
     """
-    if obj is None or isinstance(obj, (bool, int, str)):
+    if obj is None or isinstance(obj, bool):
         return obj
+    if isinstance(obj, str):
+        return safe_text(obj)
+    if isinstance(obj, int):
+        return _printable_int(obj)
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else str(obj)
     if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
+        return {jsonable(str(k)): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [jsonable(v) for v in obj]
     if isinstance(obj, (set, frozenset)):
@@ -197,6 +231,15 @@ def jsonable(obj: Any) -> Any:
     if hasattr(obj, "model_dump"):
         return jsonable(obj.model_dump(mode="json"))
     return str(obj)
+
+
+def _printable_int(value: int) -> int | str:
+    """``value``, or its hex string when it has more digits than ``str`` prints (``json.dumps`` raises)."""
+    try:
+        str(value)
+    except ValueError:
+        return hex(value)
+    return int(value)
 
 
 class Engineer(Protocol):

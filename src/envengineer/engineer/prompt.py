@@ -106,9 +106,12 @@ def _description(knob: str) -> str:
 
 
 def render_schema(
-    space: ConfigSpace, num_agents: int, num_samples: int, style: SchemaStyle = "compact"
+    space: ConfigSpace, num_agents: int | Sequence[int], num_samples: int, style: SchemaStyle = "compact"
 ) -> str:
-    """The configuration format: one line per knob (compact) or the answer's full JSON schema."""
+    """The configuration format: one line per knob (compact) or the answer's full JSON schema.
+
+    ``num_agents``: the round's agent count, or its counts (``training.agents``, equal shares), all named.
+    """
     lines = ["## Configuration format", ""]
     sizes = ", ".join(str(n) for n in space.sizes)
     if style == "json":
@@ -128,10 +131,17 @@ def render_schema(
             if knob == "hole_ratio" and space.hole_ratio_max != HOLE_RATIO_MAX:
                 line += f" In this experiment at most {space.hole_ratio_max}."
             lines.append(line)
+    counts = [num_agents] if isinstance(num_agents, int) else list(num_agents)
+    agents = (
+        f"The number of agents per training instance ({counts[0]})"
+        if len(counts) == 1
+        else f"The numbers of agents per training instance ({' or '.join(map(str, counts))}, in equal "
+        "shares of the round's instances)"
+    )
     lines += [
         "",
-        f"The number of agents per training instance ({num_agents}) and the number of instances per "
-        f"round ({num_samples}) are fixed by the experiment; do not include them.",
+        f"{agents} and the number of instances per round ({num_samples}) are fixed by the experiment; "
+        "do not include them.",
     ]
     return "\n".join(lines)
 
@@ -186,7 +196,7 @@ def build_user_prompt(request: EngineerRequest, *, schema: SchemaStyle = "compac
     cfg = request.config
     parts = [
         TASK,
-        render_schema(request.space, cfg.num_agents, cfg.num_samples, schema),
+        render_schema(request.space, request.agent_counts, cfg.num_samples, schema),
         "## Current configuration\n\nThe round that just finished trained on:\n\n```json\n"
         + render_config(cfg)
         + "\n```",
@@ -252,11 +262,19 @@ def context_sections(request: EngineerRequest) -> list[tuple[str, str]]:
             (
                 "T",
                 render_training_details(
-                    request.round_index, request.training, spec.training_details, request.config
+                    request.round_index, _with_agents(request), spec.training_details, request.config
                 ),
             )
         )
     return out
+
+
+def _with_agents(request: EngineerRequest) -> dict[str, Any]:
+    """The request's training details, ``num_agents`` the round's counts when it trains on several."""
+    details = dict(request.training)
+    if len(request.agent_counts) > 1:
+        details["num_agents"] = list(request.agent_counts)
+    return details
 
 
 def render_context(request: EngineerRequest) -> str:

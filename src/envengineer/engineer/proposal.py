@@ -208,12 +208,15 @@ def _looks_like_config(obj: Any) -> bool:
 
 def _rationale_from(obj: Mapping[Any, Any], prose: str) -> str:
     value = obj.get("rationale")
-    if value is None:
+    try:
+        if value is None:
+            text = prose
+        elif isinstance(value, (Mapping, list, tuple)):
+            text = json.dumps(value, default=str)
+        else:
+            text = str(value)
+    except ValueError:  # an integer too long to print (a YAML 0x literal): the rest is still readable
         text = prose
-    elif isinstance(value, (Mapping, list, tuple)):
-        text = json.dumps(value, default=str)
-    else:
-        text = str(value)
     text = re.sub(r"[ \t]+\n", "\n", text.strip())
     return text[:MAX_RATIONALE_CHARS]
 

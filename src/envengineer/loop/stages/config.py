@@ -195,6 +195,7 @@ def build_request(loop: Loop, r: int) -> Any:
         training=training_details(loop, r - 1),
         context=context_spec(loop.exp.engineer.context.switches()),
         sampled=sampled_stats(loop, r - 1),
+        agents=tuple(loop.exp.training.agents or ()),  # the round's real mix, named in the prompt
     )
 
 
