@@ -228,14 +228,16 @@ def test_bootstrap_intervals_per_arm_and_the_difference_to_a_reference(a: Path, 
 def test_arms_benchmarked_on_other_instances_get_no_benchmark_difference(a: Path, tmp_path: Path) -> None:
     flat = [_arm_run(a, tmp_path, "flat", s, 30.0) for s in range(2)]
     other = [_arm_run(a, tmp_path, "other", s, 20.0) for s in range(2)]
-    for run in flat:  # the reference: a run written before benchmark versions, so scored on v1
-        exp = yaml.safe_load((run / "experiment.yaml").read_text())
-        del exp["evaluation"]["benchmark_path"]
-        exp["evaluation"].pop("benchmark_version", None)
-        (run / "experiment.yaml").write_text(yaml.safe_dump(exp))
+    for run in flat:  # the reference: scored on other boards (its scores name another set)
+        path = run / "benchmark" / "scores.json"
+        scores = json.loads(path.read_text())
+        scores["scored_set"] = {"sha256": "0" * 64, "n": 3, "benchmark_version": "v1"}
+        path.write_text(json.dumps(scores))
         rehash_ledger(run)
     out = tmp_path / "out"
-    compare_runs([*flat, *other], out=out, against="flat")
+    with pytest.raises(ConfigError, match=r"arm 'other' was benchmarked on .* the reference 'flat' on v1"):
+        compare_runs([*flat, *other], out=out, against="flat")
+    compare_runs([*flat, *other], out=out, against="flat", mixed=True)
     record = _record(out)
     # the benchmark scores of the two arms are other instances: no difference, and a note that says why
     assert "benchmark" not in record["intervals"]["differences"]["other"]

@@ -88,7 +88,7 @@ def test_scripted_eval_matches_score_exactly(instances: list[Instance], tmp_path
         assert report.summary()["optimal"] == 100.0
     records = _lines(tmp_path / "responses.jsonl")
     assert sorted(r["id"] for r in records) == sorted(i.id for i in instances)
-    assert set(records[0]) == {"id", "response", "completion_tokens", "error"}
+    assert set(records[0]) == {"id", "response", "completion_tokens", "error", "board_hash"}
     info = json.loads((tmp_path / "eval_info.json").read_text())
     assert info["backend"] == f"scripted:{policy}" and info["errors"] == 0 and info["asked_this_run"] == 18
 

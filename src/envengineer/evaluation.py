@@ -4,17 +4,22 @@
 ``out_dir/responses.jsonl`` (flushed and synced), one line per instance::
 
     {"id": "3agents_5x5_wr050_000012", "response": "<answer>…</answer>", "completion_tokens": 131,
-     "error": null}
+     "error": null, "board_hash": "9f2c…"}
 
 An interrupted evaluation resumes from that file: instances with a record are not asked again, a torn
 last line (the process died mid-write, even inside a multi-byte character) is dropped, logged and asked
-again, and records whose request failed (``error`` set) are asked again by default. Every line is valid
+again, and records whose request failed (``error`` set) are asked again by default. A record answers the
+board its ``board_hash`` names (:meth:`Instance.board_hash`): resuming onto a set whose instance of the same
+id is another board (benchmark v1 and v2 share every id, 60 of them on other boards), or onto records
+without a board hash, is refused with :class:`EvaluationError` naming the file, how many ids and the
+first; answers are never matched by id alone. Every line is valid
 UTF-8 whatever the model returned: lone surrogates are replaced by U+FFFD (counted in ``eval_info.json``)
 and secrets the process holds (API keys, ``*_KEY`` / ``*_TOKEN`` variables) are replaced by ``***``
 (:mod:`envengineer.sanitize`). The file never holds two lines for one id. The responses are then scored by the
 testbed (:func:`envengineer.mapf.scoring.score`) and ``out_dir/scores.json`` holds ``report.to_json()``,
 the same JSON ``envengineer score --json`` writes for the same responses. ``out_dir/eval_info.json``
-records the backend, the sampling parameters and the throughput of the run.
+records the backend, the sampling parameters, the throughput of the run and ``instances_sha256``, the
+content digest of the instances scored (:func:`envengineer.mapf.instance.instances_digest`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envengineer.errors import EnvEngineerError, InstanceFormatError
-from envengineer.mapf.instance import Instance
+from envengineer.mapf.instance import Instance, instances_digest
 from envengineer.models.base import ChatBackend, Completion, SamplingParams
 from envengineer.sanitize import replace_surrogates, safe_text, scrub
 
@@ -55,6 +60,7 @@ class ResponseRecord:
     response: str
     completion_tokens: int | None = None
     error: str | None = None
+    board_hash: str | None = None  # the board answered; None in files written before it was recorded
 
     def to_json(self) -> str:
         """One line of valid UTF-8: secrets scrubbed, lone surrogates replaced (see :func:`_record`)."""
@@ -65,6 +71,7 @@ class ResponseRecord:
                     "response": self.response,
                     "completion_tokens": self.completion_tokens,
                     "error": self.error,
+                    "board_hash": self.board_hash,
                 },
                 ensure_ascii=False,
             )
@@ -101,6 +108,7 @@ def read_records(path: str | Path) -> tuple[dict[str, ResponseRecord], bool]:
                 response=replace_surrogates(str(d.get("response") or ""))[0],
                 completion_tokens=d.get("completion_tokens"),
                 error=d.get("error"),
+                board_hash=d["board_hash"] if isinstance(d.get("board_hash"), str) else None,
             )
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             torn = unterminated and lineno == len(lines)
@@ -199,7 +207,8 @@ def evaluate(
     ids = [inst.id for inst in instances]
     out = _checked_out_dir(ids, out_dir, batch_size)
     path = out / RESPONSES_FILE
-    records = _records_to_keep(path, ids, resume=resume, retry_errors=retry_errors)
+    boards = {inst.id: inst.board_hash() for inst in instances}
+    records = _records_to_keep(path, boards, resume=resume, retry_errors=retry_errors)
 
     todo = [inst for inst in instances if inst.id not in records]
     style = prompt_style or getattr(backend, "prompt_style", None) or "full"
@@ -209,7 +218,7 @@ def evaluate(
     bar = _progress_bar(len(instances), len(instances) - len(todo), progress, backend.name)
     started = time.perf_counter()
     try:
-        run = _ask(backend, todo, messages, params, batch_size, path, records, bar)
+        run = _ask(backend, todo, messages, params, batch_size, path, records, bar, boards)
     finally:
         if bar is not None:
             bar.close()
@@ -219,7 +228,7 @@ def evaluate(
     tokens = {i: records[i].completion_tokens for i in ids if records[i].completion_tokens is not None}
     report = score(instances, responses, tokens or None)
     _write_json(out / SCORES_FILE, report.to_json())  # byte for byte what `envengineer score --json` writes
-    _write_info(out, backend, params, ids, records, run, seconds, batch_size)
+    _write_info(out, backend, params, boards, records, run, seconds, batch_size)
     return report
 
 
@@ -238,14 +247,21 @@ def _checked_out_dir(ids: list[str], out_dir: str | Path, batch_size: int) -> Pa
 
 
 def _records_to_keep(
-    path: Path, ids: list[str], *, resume: bool, retry_errors: bool
+    path: Path, boards: dict[str, str], *, resume: bool, retry_errors: bool
 ) -> dict[str, ResponseRecord]:
-    """The records of an earlier run to keep (failed ones dropped when retried), the file made to match."""
+    """The records of an earlier run to keep (failed ones dropped when retried), the file made to match.
+
+    ``boards``: the board hash of each instance to answer, by id, in the set's order.
+
+    Raises:
+        EvaluationError: a kept record answers another board than the instance of its id, or names none.
+    """
     if not resume:
         if path.exists():
             path.unlink()
         return {}
     records, dirty = read_records(path)
+    ids = list(boards)
     wanted = set(ids)
     extra = [i for i in records if i not in wanted]
     if extra:
@@ -261,6 +277,7 @@ def _records_to_keep(
         for i in failed:
             del records[i]
         dirty = True
+    _check_boards(path, records, boards)
     if dirty:
         write_records(path, list(records.values()))
     if records:
@@ -271,6 +288,29 @@ def _records_to_keep(
             path,
         )
     return records
+
+
+def _check_boards(path: Path, records: dict[str, ResponseRecord], boards: dict[str, str]) -> None:
+    """Refuse to resume onto records of other boards: an answer is the answer to one board, not to an id.
+
+    Raises:
+        EvaluationError: a record of an id in ``boards`` names another board hash, or none.
+    """
+    other = [i for i in boards if i in records and records[i].board_hash not in (None, boards[i])]
+    if other:
+        first = other[0]
+        raise EvaluationError(
+            f"{path} holds answers to other boards for {len(other)} ids (first: {first!r}, board "
+            f"{records[first].board_hash!s:.12} there, {boards[first]:.12} here); use another --out or "
+            "delete it"
+        )
+    unknown = [i for i in boards if i in records and records[i].board_hash is None]
+    if unknown:
+        raise EvaluationError(
+            f"{path} holds {len(unknown)} answers that name no board (first: {unknown[0]!r}; written before "
+            "answers recorded their board), so they cannot be matched to these boards; use another --out "
+            "or delete it"
+        )
 
 
 @dataclass
@@ -292,8 +332,10 @@ def _ask(
     path: Path,
     records: dict[str, ResponseRecord],
     bar: Any,
+    boards: dict[str, str],
 ) -> _Asked:
-    """Ask for ``todo`` batch by batch; each record goes into ``records`` and ``path`` (synced per batch)."""
+    """Ask for ``todo`` batch by batch; each record goes into ``records`` and ``path`` (synced per batch),
+    with the board hash ``boards`` gives its id."""
     run = _Asked()
     with open(path, "a", encoding="utf-8") as fh:
         for lo in range(0, len(todo), batch_size):
@@ -305,7 +347,7 @@ def _ask(
                     f"{len(batch)} conversations"
                 )
             for inst, comp in zip(batch, completions, strict=True):
-                rec, replaced = _record(inst.id, comp)
+                rec, replaced = _record(inst.id, comp, boards[inst.id])
                 run.surrogates += replaced
                 records[inst.id] = rec
                 fh.write(rec.to_json() + "\n")
@@ -324,17 +366,19 @@ def _write_info(
     out: Path,
     backend: ChatBackend,
     params: SamplingParams,
-    ids: list[str],
+    boards: dict[str, str],
     records: dict[str, ResponseRecord],
     run: _Asked,
     seconds: float,
     batch_size: int,
 ) -> None:
     """Write ``eval_info.json`` and warn about replaced surrogates and failed requests."""
+    ids = list(boards)
     info = {
         "backend": backend.name,
         "params": params.to_dict(),
         "instances": len(ids),
+        "instances_sha256": instances_digest(boards.items()),
         "asked_this_run": run.done,
         "errors": sum(records[i].error is not None for i in ids),
         "seconds_this_run": round(seconds, 3),
@@ -356,7 +400,7 @@ def _write_info(
         )
 
 
-def _record(instance_id: str, comp: Completion) -> tuple[ResponseRecord, int]:
+def _record(instance_id: str, comp: Completion, board: str | None = None) -> tuple[ResponseRecord, int]:
     """The record of one answer, as it will be scored and stored, and how many surrogates it had.
 
     The text is cleaned here, before scoring, so the scores describe exactly what the file holds.
@@ -366,7 +410,10 @@ def _record(instance_id: str, comp: Completion) -> tuple[ResponseRecord, int]:
     tokens = comp.completion_tokens if isinstance(comp.completion_tokens, int) else None
     text, replaced = replace_surrogates(scrub(comp.text or ""))
     error = None if comp.error is None else safe_text(str(comp.error))
-    return ResponseRecord(id=instance_id, response=text, completion_tokens=tokens, error=error), replaced
+    rec = ResponseRecord(
+        id=instance_id, response=text, completion_tokens=tokens, error=error, board_hash=board
+    )
+    return rec, replaced
 
 
 def _write_json(path: Path, data: Any) -> None:

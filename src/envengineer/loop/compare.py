@@ -20,7 +20,9 @@ common name with a trailing seed suffix (``-s1``, ``_seed2``, ``-3``) removed. `
 ...]}`` (``--arm NAME=DIR,DIR``) names arms explicitly instead; runs not named in any arm are then arms of
 their own. An
 explicit arm holds runs of one experiment too: runs that differ in anything but those seeds, ``name`` and
-``description`` are refused from one arm, naming the fields, unless ``mixed=True`` (``--mixed-arms``).
+``description`` are refused from one arm, naming the fields, unless ``mixed=True`` (``--mixed-arms``). So
+are an arm whose runs were scored on different sets and, with ``against``, an arm not scored on the
+reference's set (:mod:`envengineer.loop.scored_sets`: sets compared by ids and board hashes).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from envengineer.loop.compare_figures import (
 from envengineer.loop.intervals import arm_intervals, intervals_markdown
 from envengineer.loop.report import RunRecord, load_run, parsed_share, subset_scores
 from envengineer.loop.rundir import atomic_write_json, atomic_write_text
+from envengineer.loop.scored_sets import SPLITS, Pairing, pairing, sets_markdown
+from envengineer.loop.scored_sets import split_scores as _scores_of
 from envengineer.loop.seeds import SEED_OPTION_KEYS
 
 log = logging.getLogger(__name__)
@@ -281,13 +285,6 @@ def spread(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def _scores_of(run: RunRecord, which: str) -> dict[str, Any] | None:
-    if which == "benchmark":
-        return run.benchmark
-    val = [r for r in run.rounds if r.validation]
-    return val[-1].validation if val else None
-
-
 def arm_statistics(arm: Arm, which: str) -> dict[str, Any]:
     """``{agents: {"sizes": {size: {valid: spread, optimal: spread}}, "sum": {...}}, "n_runs": n}``.
 
@@ -447,17 +444,23 @@ def shared_seeds(arms: Sequence[Arm]) -> list[str]:
     return out
 
 
-def unpaired_benchmarks(arms: Sequence[Arm], against: str | None) -> dict[str, str]:
-    """Arms whose benchmark was other instances than the reference arm's, each with a note saying so:
-    a difference between scores on other instances is no difference between the arms."""
-    sets = {a.name: sorted({r.benchmark_set for r in a.runs if r.benchmark}) for a in arms}
-    ref = sets.get(against or "", [])
-    return {
-        name: f"arm {name!r} was benchmarked on {' and '.join(s)}, the reference {against!r} on "
-        f"{' and '.join(ref)}: its benchmark difference is left out"
-        for name, s in sets.items()
-        if name != against and s and ref and s != ref
-    }
+def checked_pairing(arms: Sequence[Arm], against: str | None, mixed: bool) -> Pairing:
+    """The arms' scored sets (:mod:`envengineer.loop.scored_sets`); an arm pooled or compared across
+    different sets is refused unless ``mixed``.
+
+    Raises:
+        ConfigError: an arm's runs were scored on different sets, or an arm and the ``against`` reference
+            were not scored on one identical set, and ``mixed`` is off.
+    """
+    pair = pairing({a.name: a.runs for a in arms}, against)
+    problems = pair.mixtures + [n.split(": its ")[0] for n in pair.unpaired.values()]
+    if problems and not mixed:
+        raise ConfigError(
+            f"{problems[0]}; arms are pooled and paired only on identical sets (ids and boards): compare "
+            "runs scored on the same boards, or pass --mixed-arms to show each arm's sets and leave those "
+            "differences out"
+        )
+    return pair
 
 
 def compare_runs(
@@ -478,12 +481,14 @@ def compare_runs(
         out: The output folder.
         arms: Explicit arms, ``{name: [run dirs]}``; None groups runs by experiment without the seeds.
         against: The reference arm: every other arm's difference to it, with its bootstrap interval.
-        mixed: Accept explicit arms whose runs are different experiments (``--mixed-arms``); they are
-            pooled as asked and named in the warnings.
+        mixed: Accept explicit arms whose runs are different experiments, and arms scored on different
+            sets (``--mixed-arms``); they are pooled as asked and named in the warnings, and a difference
+            between scores on different sets is left out.
 
     Raises:
         ConfigError: no run, a directory that holds no run, ``against`` names no arm, an explicit arm
-            holds different experiments and ``mixed`` is off.
+            holds different experiments or an arm's runs (or an arm and ``against``) were scored on
+            different sets, and ``mixed`` is off.
     """
     dirs = [Path(d) for d in run_dirs]
     for members in (arms or {}).values():
@@ -505,13 +510,13 @@ def compare_runs(
     grouped, copies = drop_copies(grouped)
     pooled = {id(r) for a in grouped for r in a.runs}
     runs = [r for r in runs if id(r) in pooled]
-    unpaired = unpaired_benchmarks(grouped, against)
-    notes += copies + mixtures + shared_seeds(grouped) + list(unpaired.values())
+    pair = checked_pairing(grouped, against, mixed)
+    notes += copies + mixtures + shared_seeds(grouped) + pair.mixtures + pair.notes
     damaged = [f"{r.root}: {d}" for r in runs for d in r.damaged]
     for note in notes + damaged:
         log.warning("%s", note)
     agents, rows = comparison_rows(runs)
-    intervals = _intervals(grouped, against, unpaired)
+    intervals = _intervals(grouped, against, pair.unpaired)
     out = Path(out)
     fig = compare_figure(agents, rows, out / "compare.png")
     alloc = allocation_figure(runs, out / "allocation.png")
@@ -522,7 +527,7 @@ def compare_runs(
         text += "\n## Per wait subset\n\n" + subsets + "\n"
     if any(len(a.runs) > 1 for a in grouped) or arms:
         text += "\n" + arms_markdown(grouped, mixed=bool(mixtures)) + "\n"
-    text += "\n" + intervals_markdown(intervals) + "\n"
+    text += "\n" + sets_markdown(pair) + "\n\n" + intervals_markdown(intervals) + "\n"
     text += curves_text
     text += f"\n![comparison]({fig.name})\n"
     if alloc is not None:
@@ -531,6 +536,7 @@ def compare_runs(
         "runs": rows,
         "arms": {a.name: [str(r.root) for r in a.runs] for a in grouped},
         "intervals": intervals,
+        "sets": pair.to_json(),
         "curves": curves,
         "warnings": notes,
         "damaged": damaged,
@@ -539,15 +545,12 @@ def compare_runs(
     return atomic_write_text(out / "compare.md", text)
 
 
-_SPLITS = ("benchmark", "validation")
-
-
-def _intervals(arms: Sequence[Arm], against: str | None, unpaired: Mapping[str, str]) -> dict[str, Any]:
-    """Each arm's intervals and its difference to ``against``; an unpaired arm's benchmark gets none."""
-    scores = {
-        a.name: {w: [s for s in (_scores_of(r, w) for r in a.runs) if s] for w in _SPLITS} for a in arms
-    }
-    return arm_intervals(scores, against, {(name, "benchmark") for name in unpaired})
+def _intervals(
+    arms: Sequence[Arm], against: str | None, unpaired: Mapping[tuple[str, str], str]
+) -> dict[str, Any]:
+    """Each arm's intervals and its difference to ``against``; an unpaired (arm, split) gets none."""
+    scores = {a.name: {w: [s for s in (_scores_of(r, w) for r in a.runs) if s] for w in SPLITS} for a in arms}
+    return arm_intervals(scores, against, set(unpaired))
 
 
 def _curves(arms: Sequence[Arm], out: Path) -> tuple[dict[str, Any], str]:

@@ -62,26 +62,6 @@ class RunRecord:
     def finished(self) -> bool:
         return self.benchmark is not None
 
-    @property
-    def benchmark_set(self) -> str:
-        """The benchmark instances the run is scored on: its own file or a packaged version, and the
-        subset. A run written before ``evaluation.benchmark_version`` existed was scored on v1, the only
-        version then.
-
-        >>> RunRecord(Path("r"), {"evaluation": {"benchmark_per_cell": 10}}).benchmark_set
-        'v1, 10 per cell'
-        >>> RunRecord(Path("r"), {"evaluation": {"benchmark_version": "v2"}}).benchmark_set
-        'v2'
-        """
-        ev = self.experiment.get("evaluation")
-        ev = ev if isinstance(ev, dict) else {}
-        text = str(ev.get("benchmark_path") or ev.get("benchmark_version") or "v1")
-        if ev.get("benchmark_per_cell") is not None:
-            text += f", {ev['benchmark_per_cell']} per cell"
-        if ev.get("benchmark_limit") is not None:
-            text += f", {ev['benchmark_limit']} kept"
-        return text
-
 
 def load_run(run_dir: str | Path) -> RunRecord:
     """Read a run directory (finished or not) into a :class:`RunRecord`.

@@ -180,11 +180,26 @@ def board_hash(grid: Iterable[str], starts: Iterable[Cell], goals: Iterable[Cell
     """SHA-256 of the canonical board text (grid rows, then start and goal cells in agent order).
 
     >>> board_hash(["..", ".."], [(0, 0)], [(1, 1)])[:12]
-    '6b1e0a1f0e0e'
+    'c1d8a33257ac'
     """
     text = "/".join(grid) + "|" + ";".join(f"{r},{c}" for r, c in starts) + "|"
     text += ";".join(f"{r},{c}" for r, c in goals)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def instances_digest(pairs: Iterable[Instance | tuple[str, str]]) -> str:
+    """SHA-256 that names a set of instances by content: one line ``id<TAB>board hash`` per instance,
+    sorted by id (a set scored in another order is the same set). Ids and boards both count: the same
+    ids on other boards (benchmark v1 and v2 share every id) give another digest. Takes instances or
+    ``(id, board hash)`` pairs.
+
+    >>> g = ("..", "..")
+    >>> a, b = Instance("a", g, ((0, 0),), ((1, 1),)), Instance("b", g, ((0, 1),), ((1, 0),))
+    >>> instances_digest([a, b]) == instances_digest([b, a]) != instances_digest([a])
+    True
+    """
+    rows = sorted(p if isinstance(p, tuple) else (p.id, p.board_hash()) for p in pairs)
+    return hashlib.sha256("".join(f"{i}\t{h}\n" for i, h in rows).encode()).hexdigest()
 
 
 def _check_board(

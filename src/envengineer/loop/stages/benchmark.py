@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from envengineer.loop.records import write_scores
+from envengineer.loop.records import read_scores, scored_set, write_scores
 from envengineer.loop.report_data import benchmark_table_md
-from envengineer.loop.rundir import atomic_write_text, read_json
+from envengineer.loop.rundir import atomic_write_text
 from envengineer.loop.seeds import round_seed
 from envengineer.loop.state import Loop
 
@@ -22,7 +22,9 @@ def run(loop: Loop, model: str | None, keep: dict[str, Any]) -> tuple[dict[str, 
         seed=round_seed(loop.exp.seeds.evaluation, "benchmark", 0),
         progress=loop.progress,
     )
-    scores = write_scores(d / "scores.json", report)
+    ev = loop.exp.evaluation
+    scored = scored_set(loop.benchmark_set, version=ev.benchmark_version, path=ev.benchmark_path)
+    scores = write_scores(d / "scores.json", report, scored)
     atomic_write_text(d / "table.md", benchmark_table_md(scores, title=loop.exp.name, model=model) + "\n")
     keep["scores"] = scores
     files = {"scores": d / "scores.json", "table": d / "table.md", "responses": d / "responses.jsonl"}
@@ -34,4 +36,4 @@ def run(loop: Loop, model: str | None, keep: dict[str, Any]) -> tuple[dict[str, 
 
 def load(loop: Loop, keep: dict[str, Any]) -> None:
     """The scores of a benchmark that finished earlier, into ``keep["scores"]``."""
-    keep["scores"] = read_json(loop.rd.benchmark_dir / "scores.json")
+    keep["scores"] = read_scores(loop.rd.benchmark_dir / "scores.json")

@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from envengineer.integrations.trackers import log_round
-from envengineer.loop.records import write_scores
-from envengineer.loop.rundir import read_json
+from envengineer.loop.records import read_scores, scored_set, write_scores
 from envengineer.loop.seeds import round_seed
 from envengineer.loop.state import Loop, RoundState
 
@@ -40,9 +39,9 @@ def validate(
         seed=round_seed(loop.exp.seeds.evaluation, purpose, r),
         progress=loop.progress,
     )
-    scores = write_scores(d / "scores.json", report)
+    scores = write_scores(d / "scores.json", report, scored_set(loop.validation_set))
     return {"scores": d / "scores.json", "responses": d / "responses.jsonl"}, scores
 
 
 def load(loop: Loop, state: RoundState) -> None:
-    state.validation = read_json(loop.rd.round_dir(state.index) / "validation" / "scores.json")
+    state.validation = read_scores(loop.rd.round_dir(state.index) / "validation" / "scores.json")
