@@ -103,6 +103,44 @@ def test_shipped_plans_are_valid_optimal_and_for_v2_boards(bench_v2):
         assert verdict.valid and verdict.soc == inst.optimal_soc, inst.id
 
 
+@pytest.fixture
+def fresh_plans():
+    """The shipped plans read anew in this test and after it (they are read once per process)."""
+    bm._shipped_plans.cache_clear()
+    yield
+    bm._shipped_plans.cache_clear()
+
+
+def test_a_damaged_plans_file_is_refused_naming_both_hashes(bench_v2, monkeypatch, tmp_path, fresh_plans):
+    good = bm.plans_path("v2").read_bytes()
+    row = json.loads(good.splitlines()[0])
+    inst = next(i for i in bench_v2 if i.id == row["id"])
+    damaged = good.replace(b'"paths":[[[1,6],[1,5]', b'"paths":[[[1,6],[1,6]', 1)  # one cell of one step
+    assert damaged != good
+    (tmp_path / "benchmark-v2-plans.jsonl").write_bytes(damaged)
+    monkeypatch.setattr(bm, "_data", lambda name: tmp_path / name)
+    actual = bm.hashlib.sha256(damaged).hexdigest()
+    message = (
+        rf"benchmark-v2-plans\.jsonl: sha256 {actual}, but this release ships {bm.BENCHMARK_V2_PLANS_SHA256}"
+    )
+    with pytest.raises(InstanceFormatError, match=message):
+        bm.shipped_plan(inst)
+    with pytest.raises(InstanceFormatError, match="plans file is damaged or edited"):
+        respond("optimal", inst, np.random.default_rng(0))  # never an "optimal" answer from it
+
+
+def test_the_plans_file_is_checked_once_per_process(bench_v2, monkeypatch, fresh_plans):
+    checked = []
+    real = bm.check_plans_file
+    monkeypatch.setattr(
+        bm, "check_plans_file", lambda path, expected: checked.append(path) or real(path, expected)
+    )
+    row = json.loads(bm.plans_path("v2").read_text().splitlines()[0])
+    inst = next(i for i in bench_v2 if i.id == row["id"])
+    assert bm.shipped_plan(inst) == bm.shipped_plan(inst) is not None
+    assert checked == [bm.plans_path("v2")]
+
+
 def test_the_first_shipped_board_is_beyond_the_default_budget(bench_v2):
     """Why plans ship at all: the solver does not settle these boards within its default budget."""
     row = json.loads(bm.plans_path("v2").read_text().splitlines()[0])

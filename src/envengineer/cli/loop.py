@@ -93,6 +93,13 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         "0) from the finished run in DIR, an arm of the same seed that differs only in its engineer "
         "(docs/loop.md, Comparing runs and arms of seeds)",
     )
+    p.add_argument(
+        "--allow-fingerprint-change",
+        action="store_true",
+        help="with --share-from or --resume: go on although the code, presets or held-out sets that "
+        "computed the stages differ from today's (default: refuse, naming them); the run records it in "
+        "fingerprint.json (docs/loop.md)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
     _sweep_arguments(p, "OUT/NAME-sSEED (--out: the parent folder, default runs)")  # envengineer.sweep
     p.add_argument("--no-report", action="store_true", help="do not write report.md at the end")
@@ -135,13 +142,15 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--mixed-arms",
         action="store_true",
-        help="let an --arm pool runs of different experiments (default: refused, naming the fields that "
-        "differ; only seeds, name and description may)",
+        help="let an --arm pool runs of different experiments or of different scored sets, and --against "
+        "compare arms scored on different sets (their difference left out, each arm's sets named); "
+        "default: refused, naming what differs",
     )
     p.add_argument(
         "--against",
         metavar="ARM",
-        help="reference arm: each other arm's difference to it with a 95%% bootstrap interval",
+        help="reference arm: each other arm's difference to it with a 95%% bootstrap interval (only arms "
+        "validated and benchmarked on the reference's sets, compared by ids and board hashes)",
     )
     p.add_argument(
         "--out", type=Path, default=Path("runs/compare"), help="output folder (default runs/compare)"
@@ -208,6 +217,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if args.share_from is not None and (_sweeping(args) or args.resume):
         raise ConfigError("--share-from starts one new run (not with --resume or --seeds)")
+    if args.allow_fingerprint_change and (_sweeping(args) or (args.share_from is None and not args.resume)):
+        raise ConfigError(
+            "--allow-fingerprint-change applies to one run with --share-from DIR or --resume DIR"
+        )
     if _sweeping(args):
         from envengineer.sweep.commands import run_sweep_command
 
@@ -234,6 +247,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             report=not args.no_report,
             progress=not args.no_progress,
             redo_damaged=args.redo_damaged,
+            allow_fingerprint_change=args.allow_fingerprint_change,
         )
     if args.redo_damaged:
         raise ConfigError("--redo-damaged applies to --resume DIR only")
@@ -244,6 +258,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         exp = load_experiment(args.experiment, {**overrides, "name": override_name(exp.name, overrides)})
     out = args.out or Path("runs") / exp.name
     if args.dry_run:
+        if args.share_from is not None:  # the checks the run makes before it writes anything
+            from envengineer.loop.runner import planned_stages
+            from envengineer.loop.share import check_source
+
+            allow = args.allow_fingerprint_change
+            check_source(
+                args.share_from, exp, planned_stages(exp), target=out, allow_fingerprint_change=allow
+            )
         _print_plan(exp, out)
         return 0
     return _execute(
@@ -253,6 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         report=not args.no_report,
         progress=not args.no_progress,
         share_from=args.share_from,
+        allow_fingerprint_change=args.allow_fingerprint_change,
     )
 
 
@@ -427,6 +450,7 @@ def _execute(
     progress: bool,
     redo_damaged: bool = False,
     share_from: Path | None = None,
+    allow_fingerprint_change: bool = False,
 ) -> int:
     from envengineer.loop.report import benchmark_table_md
     from envengineer.loop.rundir import read_json
@@ -440,6 +464,7 @@ def _execute(
         progress=progress and sys.stderr.isatty(),
         redo_damaged=redo_damaged,
         share_from=share_from,
+        allow_fingerprint_change=allow_fingerprint_change,
     )
     seconds = time.perf_counter() - t0
     scores = read_json(out / "benchmark" / "scores.json")

@@ -253,10 +253,15 @@ def file_digest(path: str | Path) -> str:
     'sha256:ba7816bf'
     """
     h = hashlib.sha256()
+    update_digest(h, path)
+    return f"sha256:{h.hexdigest()}"
+
+
+def update_digest(h: Any, path: str | Path) -> None:
+    """Feed a file's bytes to the hash ``h`` (a :mod:`hashlib` object) in 1 MiB blocks."""
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
-    return f"sha256:{h.hexdigest()}"
 
 
 class RunDir:

@@ -32,6 +32,7 @@ from typing import Any
 from envengineer.errors import ConfigError, EnvEngineerError
 from envengineer.loop.components import Components, complete_components, release_shared_backend
 from envengineer.loop.experiment import Experiment, load_experiment
+from envengineer.loop.fingerprint import check_resume, write_start
 from envengineer.loop.integrity import DamagedRunError, Verifier, check_experiment
 from envengineer.loop.plan import preflight
 from envengineer.loop.rundir import FINAL_STAGES, ROUND_STAGES, RunDir, atomic_write_text
@@ -99,6 +100,7 @@ class LoopRunner:
         preflight(experiment, own_engineer=comps is not None and comps.engineer_factory is not None)
         rd.root.mkdir(parents=True, exist_ok=True)
         atomic_write_text(rd.experiment_path, experiment.to_yaml())
+        write_start(rd, experiment)  # what computes its stages (envengineer.loop.fingerprint)
         return cls(experiment, run_dir, **kw)
 
     @classmethod
@@ -114,7 +116,9 @@ class LoopRunner:
             rd.repair_ledger()  # a damaged line: keep what precedes it, redo the stages after it
         rd.entries()  # a damaged ledger is refused before anything else is read
         check_experiment(rd)  # the experiment is frozen: an edited file is refused
-        return cls(load_experiment(rd.experiment_path), run_dir, **kw)
+        exp = load_experiment(rd.experiment_path)
+        check_resume(rd, exp, planned_stages(exp), allow=kw.pop("allow_fingerprint_change", False))
+        return cls(exp, run_dir, **kw)
 
     @property
     def round0(self) -> RoundConfig:
@@ -142,8 +146,6 @@ class LoopRunner:
         planned = planned_stages(exp)
         self.verifier.check_unvouched(planned)  # outputs the ledger does not vouch for: refused or set aside
         done = self.rd.done()
-        warm = exp.warm_start.enabled and not exp.scripted
-        start = exp.validation.start
         total = len(planned)
         already = len(done)
         if already:
@@ -151,15 +153,7 @@ class LoopRunner:
         self._bar = _progress_bar(total, already, self.progress, exp.name)
         try:
             check_sets(self.exp, self.validation_set if exp.rounds > 0 else [], self.benchmark_set)
-            if warm:
-                self._stage(
-                    None,
-                    "warm_start",
-                    lambda: warm_start.run(self),
-                    lambda e: setattr(self, "warm_checkpoint", e.info["checkpoint"]),
-                )
-            if start:
-                self._stage(None, "start_validation", lambda: validation.run_start(self), lambda e: None)
+            self.start_stages()
             for r in range(exp.rounds):
                 self._round(r)
             summary = self._final()
@@ -169,12 +163,27 @@ class LoopRunner:
                 self._bar.close()
         return summary
 
+    def start_stages(self) -> None:
+        """The stages before round 0: the warm-start and the starting model's validation, where planned."""
+        if self.exp.warm_start.enabled and not self.exp.scripted:
+            self._stage(
+                None,
+                "warm_start",
+                lambda: warm_start.run(self),
+                lambda e: setattr(self, "warm_checkpoint", e.info["checkpoint"]),
+            )
+        if self.exp.validation.start:
+            self._stage(None, "start_validation", lambda: validation.run_start(self), lambda e: None)
+
     # -- one round ------------------------------------------------------------------------------------
-    def _round(self, r: int) -> None:
+    def _round(self, r: int, choose: Callable[[RoundState], StageResult] | None = None) -> None:
+        """Round ``r``'s stages; ``choose`` writes its configuration instead of round 0's default or the
+        engineer (a branch round, :mod:`envengineer.loop.branch`)."""
         state = RoundState(index=r)
         self.rounds.append(state)
         state.model_in = self.rounds[r - 1].checkpoint if r > 0 else self.start_model
-        self._stage(r, "config", lambda: config.run(self, state), lambda e: config.load(self, state, e))
+        pick = (lambda: choose(state)) if choose is not None else (lambda: config.run(self, state))
+        self._stage(r, "config", pick, lambda e: config.load(self, state, e))
         self._stage(r, "data", lambda: data.run(self, state), lambda e: None)
         self._stage(r, "train", lambda: train.run(self, state), lambda e: train.load(self, state, e))
         self._stage(
@@ -270,17 +279,24 @@ def run_experiment(
     progress: bool = False,
     redo_damaged: bool = False,
     share_from: str | Path | None = None,
+    allow_fingerprint_change: bool = False,
 ) -> dict[str, Any]:
     """Start (or resume) a run; returns the benchmark summary. See :class:`LoopRunner`.
 
     ``share_from``: a new run takes the stages before the engineer is first asked from the run there
-    (:mod:`envengineer.loop.share`).
+    (:mod:`envengineer.loop.share`). ``allow_fingerprint_change``: share, or resume, although what
+    computed the stages differs from today's code and presets; the run records it
+    (:mod:`envengineer.loop.fingerprint`).
     """
     if resume:
         if share_from is not None:
             raise ConfigError("--share-from starts a new run; a resumed run already has its stages")
         runner = LoopRunner.resume(
-            run_dir, components=components, progress=progress, redo_damaged=redo_damaged
+            run_dir,
+            components=components,
+            progress=progress,
+            redo_damaged=redo_damaged,
+            allow_fingerprint_change=allow_fingerprint_change,
         )
         if experiment is not None and experiment != runner.exp:
             raise ConfigError(
@@ -290,13 +306,20 @@ def run_experiment(
     else:
         if experiment is None:
             raise ConfigError("a new run needs an experiment file")
-        if share_from is not None:
-            from envengineer.loop.share import check_source, share_stages
 
-            check_source(share_from, experiment)  # refused before the new run's folder is written
-        runner = LoopRunner.start(experiment, run_dir, components=components, progress=progress)
-        if share_from is not None:
-            share_stages(share_from, run_dir, experiment, planned_stages(experiment))
+        def start() -> LoopRunner:
+            return LoopRunner.start(experiment, run_dir, components=components, progress=progress)
+
+        if share_from is None:
+            runner = start()
+        else:  # refused before the new run's folder is written; a failed copy leaves nothing behind
+            from envengineer.loop.share import start_shared
+
+            planned = planned_stages(experiment)
+            allow = allow_fingerprint_change
+            runner = start_shared(
+                share_from, run_dir, experiment, planned, start, allow_fingerprint_change=allow
+            )
     return runner.run()
 
 

@@ -363,20 +363,46 @@ def plans_file_for(path: str | Path) -> Path:
 
 @cache
 def _shipped_plans() -> dict[str, Plan]:
+    """Every shipped plan by board hash, read once per process, each file checked against its recorded
+    SHA-256 first (:func:`check_plans_file`)."""
     out: dict[str, Plan] = {}
     for v in VERSIONS.values():
         path = plans_path(v.name)
         if path is None or not path.exists():
             continue
-        for line in path.read_text(encoding="utf-8").splitlines():
+        data = check_plans_file(path, v.plans_sha256)
+        for line in data.decode("utf-8").splitlines():
             row = json.loads(line)
             out[row["board_hash"]] = tuple(tuple((int(r), int(c)) for r, c in p) for p in row["paths"])
     return out
 
 
+def check_plans_file(path: Path, expected: str | None) -> bytes:
+    """The bytes of a shipped plans file whose SHA-256 is ``expected``.
+
+    A plan read from it becomes the scripted ``optimal`` policy's answer and a training target, so a
+    damaged or edited file must not be read at all.
+
+    Raises:
+        InstanceFormatError: Its hash is not ``expected``; the message names the file and both hashes.
+    """
+    data = path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if expected is not None and actual != expected:
+        raise InstanceFormatError(
+            f"{path}: sha256 {actual}, but this release ships {expected}; the plans file is damaged or "
+            "edited: reinstall envengineer (or restore the file)"
+        )
+    return data
+
+
 def shipped_plan(instance: Instance) -> Plan | None:
     """The optimal plan shipped for a benchmark board the default budget does not settle, else ``None``
-    (found by board hash, so a copy of the board under another id finds it too)."""
+    (found by board hash, so a copy of the board under another id finds it too).
+
+    Raises:
+        InstanceFormatError: A shipped plans file is not the one recorded (:func:`check_plans_file`).
+    """
     return _shipped_plans().get(instance.board_hash())
 
 

@@ -6,7 +6,8 @@ supervised fine-tuning on the exact solver's optimal plans until more of it no l
 rates (docs/models.md, "The packaged trainee"). Its folder holds the weights, the tokenizer and
 ``manifest.json``: the commands that rebuild it, its seeds, data and steps, the commit it was built from,
 its measured held-out rates, and a few boards with the answers it gives them (a test checks that the
-shipped weights still give them). ``scripts/package_trainee.py`` writes the folder from a training run.
+shipped weights still give them), and each file's SHA-256. ``scripts/package_trainee.py`` writes the folder
+from a training run's own record, refusing a record that lacks a fact of the build.
 
 Loops and experiments start from it without a warm-start of their own; training from scratch stays one
 option away (``model: policy:tiny`` with ``warm_start.enabled: true``).

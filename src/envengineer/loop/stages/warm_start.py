@@ -13,7 +13,14 @@ from envengineer.integrations.trackers import preset_with_report_to
 from envengineer.loop.components import release_shared_backend
 from envengineer.loop.experiment import Experiment, WarmStartSettings
 from envengineer.loop.records import manifest_row, train_record
-from envengineer.loop.rundir import atomic_write_json, atomic_write_jsonl, atomic_write_text, read_json
+from envengineer.loop.rundir import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    atomic_write_text,
+    read_json,
+    update_digest,
+)
+from envengineer.loop.rundir import file_digest as _file_digest
 from envengineer.loop.seeds import round_seed
 from envengineer.loop.state import Loop
 from envengineer.mapf.config import RoundConfig
@@ -97,11 +104,24 @@ def round_configs(ws: WarmStartSettings, sizes: Sequence[int], num_agents: int) 
 
 
 def cache_dir(exp: Experiment, instances: Sequence[Instance]) -> Path:
-    """Where a warm-start with exactly these settings, seeds and data is kept between runs."""
+    """Where a warm-start with exactly these settings, seeds and data is kept between runs
+    (:func:`cache_key`)."""
+    import hashlib
+
+    from envengineer.models.embedded import cache_root
+
+    key = cache_key(exp, instances)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_root() / "warm_start" / digest
+
+
+def cache_key(exp: Experiment, instances: Sequence[Instance]) -> dict[str, Any]:
+    """What a cached warm-start must have been trained from: the package version, the model (its name,
+    the digest of its files and its policy format, :func:`model_identity`), the warm-start settings, the
+    SFT preset as resolved, the seed and the data."""
     import hashlib
 
     from envengineer import __version__
-    from envengineer.models.embedded import cache_root
 
     try:
         from envengineer.training.presets import load_preset
@@ -109,22 +129,59 @@ def cache_dir(exp: Experiment, instances: Sequence[Instance]) -> Path:
         preset = load_preset(exp.warm_start.preset, "sft").model_dump(mode="json")
     except Exception:  # the preset's name stands in when it cannot be read here
         preset = exp.warm_start.preset
-    from envengineer.models.small_policy import DEFAULT_FORMAT, is_policy_name
-
-    key = {
+    files, policy_format = model_identity(exp.model)
+    return {
         "version": __version__,
         "model": exp.model,
-        # a local folder by what it holds: a policy initialised again at the same path is another model
-        "model_files": folder_digest(Path(exp.model)) if exp.model and Path(exp.model).is_dir() else None,
-        # policy:SIZE starts from the current default format: a new default is a new warm-start
-        "policy_format": DEFAULT_FORMAT if is_policy_name(exp.model) else None,
+        # by what it holds: a policy initialised again at the same path, or the packaged trainee
+        # repackaged at the same version, is another model
+        "model_files": files,
+        # the format the model's own config.json records (policy:trainee's is its own, not the default)
+        "policy_format": policy_format,
         "warm_start": exp.warm_start.model_dump(mode="json", exclude={"enabled", "cache"}),
         "preset": preset,
         "seed": exp.seeds.training if exp.warm_start.seed is None else exp.warm_start.seed,
         "data": hashlib.sha256("".join(i.to_json() for i in instances).encode()).hexdigest(),
     }
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return cache_root() / "warm_start" / digest
+
+
+def model_identity(model: str | None) -> tuple[str | None, str | None]:
+    """``(digest of its files, policy format)`` of the model a warm-start starts from.
+
+    Names are resolved to the folders they stand for: ``policy:trainee`` the packaged trainee's,
+    ``policy:SIZE`` the cached policy's (created as training would create it), the embedded model's names
+    its packaged GGUF file (what its converted folder is made from); a local folder is read as is. The
+    format is the one the folder's ``config.json`` records (small policies only). A hub id has no files
+    here: ``(None, None)``, the name alone keys it.
+    """
+    from envengineer.models.base import ModelError
+    from envengineer.models.embedded import gguf_path, is_embedded_name
+    from envengineer.models.small_policy import is_policy_name, named_policy_path
+    from envengineer.models.trainee import is_trainee_name, trainee_path
+
+    if model is None or is_embedded_name(model):
+        try:
+            return _file_digest(gguf_path()), None
+        except ModelError:  # not installed: the warm-start's training says so
+            return None, None
+    if is_trainee_name(model):
+        folder = trainee_path()
+    elif is_policy_name(model):
+        folder = named_policy_path(model)
+    else:
+        folder = Path(model)
+    if not folder.is_dir():
+        return None, None
+    return folder_digest(folder), _recorded_format(folder)
+
+
+def _recorded_format(folder: Path) -> str | None:
+    from envengineer.models.small_policy import FORMAT_KEY, prompt_style_of
+
+    if prompt_style_of(folder) is None:  # not a small policy
+        return None
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    return str(config.get(FORMAT_KEY, "v1"))  # a folder that records none is v1
 
 
 def folder_digest(folder: Path) -> str:
@@ -134,9 +191,7 @@ def folder_digest(folder: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
+        update_digest(digest, path)
     return digest.hexdigest()
 
 
