@@ -35,6 +35,7 @@ _MODULES = (
     "envengineer.cli.teach",
     "envengineer.cli.policy",
     "envengineer.cli.loop",
+    "envengineer.cli.branch",
     "envengineer.cli.integrations",
 )
 

@@ -1,0 +1,112 @@
+"""The headroom of a curriculum: an oracle that picks each round's best configuration, against the fixed arm.
+
+From a finished run of the fixed arm (``RUN``), each round ``K`` of ``--rounds`` is branched
+(``envengineer branch``, :mod:`envengineer.loop.branch`) once per candidate: the configuration each arm's
+engineer writes from the oracle's own state (the fixed arm, the rules, a random draw, the LLM engineer:
+``--engineer``) and hand-written ones (``--config``). The candidate with the best valid rate on the *select*
+half of the validation boards is kept and the next round branches from it; every figure is reported on
+the other, *report* half, paired with the fixed run's same round on the same boards (so the choice is never
+scored on the boards that made it). The oracle's gain over the fixed arm is the headroom: what the best
+choice among these candidates would have gained, round by round.
+
+    python benchmarks/bench_headroom.py runs/cmp/cpu-policy-main-fixed-s0 --rounds 1 2 --out runs/headroom-s0
+
+The fixed candidate of the first round is the fixed run's own round (it reproduces it to the byte), so it
+is read from the run rather than trained again. A stopped measurement resumes with the same command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from envengineer.loop.branch import BranchSpec, half_of, run_branches
+from envengineer.loop.report_data import paired_gain
+from envengineer.loop.rundir import read_json
+
+#: The engineers asked for candidates: name -> experiment file (its ``engineer`` section).
+ENGINEERS = {
+    "fixed": "experiments/cpu/policy-main-fixed.yaml",
+    "climb": "experiments/cpu/policy-baseline-climb.yaml",
+    "threshold": "experiments/cpu/policy-baseline-threshold.yaml",
+    "learnability": "experiments/cpu/policy-baseline-learnability.yaml",
+    "random": "experiments/cpu/policy-baseline-random.yaml",
+    "llm": "experiments/cpu/policy-main-llm.yaml",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("run", type=Path, help="a finished run of the fixed arm")
+    p.add_argument("--rounds", type=int, nargs="+", default=[1, 2], help="rounds to branch (default 1 2)")
+    p.add_argument(
+        "--engineers",
+        default="fixed,climb,threshold,learnability,random",
+        help=f"candidate engineers, comma-separated, of {', '.join(ENGINEERS)}",
+    )
+    p.add_argument("--config", action="append", default=[], metavar="NAME=ROUND.yaml", help="more candidates")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--lanes", type=int, default=1)
+    args = p.parse_args(argv)
+
+    specs = [BranchSpec(n, Path(ENGINEERS[n]), "engineer") for n in args.engineers.split(",") if n]
+    specs += [BranchSpec.parse(text) for text in args.config]
+    source, rows = args.run, []
+    for k in args.rounds:
+        first = source == args.run
+        todo = [s for s in specs if not (first and s.name == "fixed")]  # the run's own round k
+        record = run_branches(source, k, todo, args.out / f"round_{k}", lanes=args.lanes)
+        fixed_k = _scores(args.run / f"round_{k:02d}" / "validation" / "scores.json")
+        candidates = {
+            b["name"]: _scores(Path(b["folder"]) / f"round_{k:02d}/validation/scores.json")
+            for b in record["branches"]
+        }
+        if first and any(s.name == "fixed" for s in specs):
+            candidates["fixed"] = fixed_k
+        chosen = max(candidates, key=lambda n: (_rate(candidates[n], "select"), n == "fixed"))
+        row = {"round": k, "chosen": chosen, "candidates": {}}
+        for name, scores in candidates.items():
+            row["candidates"][name] = {
+                "select": _rate(scores, "select"),
+                "report": _rate(scores, "report"),
+                "vs_fixed_report": paired_gain(_half(fixed_k, "report"), _half(scores, "report")),
+            }
+        rows.append(row)
+        if chosen != "fixed" or not first:
+            source = args.out / f"round_{k}" / chosen
+        print(_table(row))
+    (args.out / "headroom.json").write_text(json.dumps({"run": str(args.run), "rounds": rows}, indent=2))
+    return 0
+
+
+def _scores(path: Path) -> dict[str, Any]:
+    return read_json(path)
+
+
+def _half(scores: dict[str, Any], half: str) -> dict[str, Any]:
+    return {"verdicts": [v for v in scores["verdicts"] if half_of(str(v["id"])) == half]}
+
+
+def _rate(scores: dict[str, Any], half: str) -> float:
+    rows = _half(scores, half)["verdicts"]
+    return round(100.0 * sum(bool(v.get("valid")) for v in rows) / max(1, len(rows)), 2)
+
+
+def _table(row: dict[str, Any]) -> str:
+    lines = [
+        f"round {row['round']}: chosen {row['chosen']} (best valid on the select half)",
+        "| candidate | select valid % | report valid % | report vs fixed (valid, 95 % over boards) |",
+        "|---|---|---|---|",
+    ]
+    for name, c in sorted(row["candidates"].items(), key=lambda x: -x[1]["select"]):
+        g = (c["vs_fixed_report"] or {}).get("valid") or {}
+        gain = f"{g.get('mean', 0):+.2f} [{g.get('low') or 0:+.2f}, {g.get('high') or 0:+.2f}]"
+        lines.append(f"| {name} | {c['select']:.2f} | {c['report']:.2f} | {gain} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
