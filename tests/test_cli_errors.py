@@ -254,3 +254,42 @@ def test_solver_limits_and_time_limit() -> None:
     assert time.perf_counter() - t0 < 5
     for module in (solver, generator):
         assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0
+
+
+def test_benchmark_outputs_and_versions_are_checked_before_the_build(files: Path, capsys) -> None:
+    """A build takes minutes: a place that cannot be written and an empty version fail at once."""
+    t0 = time.perf_counter()
+    for argv, says in (
+        (["benchmark", "build", "-o", "/proc/x"], "/proc/x: cannot write there"),
+        (["benchmark", "validation", "-o", "/proc/x/v.jsonl"], "/proc/x/v.jsonl: cannot write there"),
+        (["benchmark", "build", "--version", "", "-o", "b.jsonl"], "unknown benchmark version ''"),
+        (["benchmark", "info", "--version", ""], "unknown benchmark version ''"),
+    ):
+        code, err = run(capsys, *argv)
+        assert_one_line(code, err)
+        assert says in err, err
+    assert time.perf_counter() - t0 < 10  # nothing was built
+    assert not list(files.glob(".*write-check*")) and not Path("b.jsonl").exists()
+
+
+def test_instances_are_said_dropped_only_when_an_exclude_file_is_given(files: Path, caplog) -> None:
+    import argparse
+    import logging
+
+    from envengineer.cli.train import data_source
+
+    caplog.set_level(logging.WARNING, logger="envengineer.cli.train")
+    args = argparse.Namespace(instances=Path("good.jsonl"), round=None, exclude=[])
+    assert len(data_source(args).instances) == 1
+    assert "dropped" not in caplog.text, caplog.text  # no --exclude: nothing to say
+    other = dict(SOLVED, id="b", grid=["...", "...", ".H."])
+    Path("held.jsonl").write_text(json.dumps(other) + "\n")
+    data_source(argparse.Namespace(instances=Path("good.jsonl"), round=None, exclude=[Path("held.jsonl")]))
+    assert "dropped 0 of 1 instances" in caplog.text  # asked for: said, even when nothing went
+
+
+@pytest.mark.parametrize("command", ["sft", "train"])
+def test_training_outputs_are_checked_before_any_work(files: Path, capsys, command: str) -> None:
+    code, err = run(capsys, command, "--round", "round.yaml", "--out", "good.jsonl")
+    assert_one_line(code, err)
+    assert "--out good.jsonl: is a file, not a folder" in err, err

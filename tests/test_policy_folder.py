@@ -54,6 +54,20 @@ def _set_format(value: object) -> Callable[[Path], None]:
     return damage
 
 
+def _set_config(key: str, value: object) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        config = json.loads((folder / "config.json").read_text())
+        config[key] = value
+        (folder / "config.json").write_text(json.dumps(config))
+
+    return damage
+
+
+def _truncate_weights(folder: Path) -> None:
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+
+
 def _other_formats_tokenizer(folder: Path) -> None:
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         (folder / name).unlink()
@@ -79,6 +93,28 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "no-weights": (
         lambda f: (f / "model.safetensors").unlink(),
         "the weights (model.safetensors) are missing",
+    ),
+    # the weights: what transformers read as SafetensorError / RuntimeError, or loaded silently mangled
+    "truncated-weights": (_truncate_weights, "model.safetensors cannot be read as safetensors weights"),
+    "empty-weights": (
+        lambda f: (f / "model.safetensors").write_bytes(b""),
+        "model.safetensors cannot be read as safetensors weights (Error while deserializing header",
+    ),
+    "bad-header": (
+        lambda f: (f / "model.safetensors").write_bytes(b"\x10" + b"\x00" * 7 + b"{not json here..}"),
+        "model.safetensors cannot be read as safetensors weights",
+    ),
+    "hidden-size": (
+        _set_config("hidden_size", 64),
+        "38 shapes differ (first model.embed_tokens.weight is [398, 128] in the file but [398, 64]",
+    ),
+    "fewer-layers": (
+        _set_config("num_hidden_layers", 2),
+        "18 tensors the config has no place for (first model.layers.2.input_layernorm.weight)",
+    ),
+    "more-layers": (
+        _set_config("num_hidden_layers", 6),
+        "18 parameters no tensor fills (first model.layers.4.input_layernorm.weight)",
     ),
     "format-nonsense": (_set_format("nonsense"), 'records envengineer_policy_format: "nonsense", not a'),
     "format-42": (_set_format(42), "records envengineer_policy_format: 42, not a policy format"),
@@ -172,3 +208,41 @@ def test_the_trainers_refuse_a_damaged_folder_before_transformers_reads_it(
     board = Instance("swap", ("...", "...", "..."), ((0, 0), (0, 2)), ((0, 2), (0, 0)), 6, 4, 4)
     with pytest.raises(ConfigError, match=r"chat_template\.jinja does not parse"):
         teach(str(policy), [board], out_dir=tmp_path / "t")
+
+
+def test_sft_and_teach_refuse_weights_the_config_does_not_fit(policy: Path, tmp_path: Path) -> None:
+    """num_hidden_layers 4 -> 2: transformers only logs the unused weights; sft and teach would train the
+    mangled model. Both refuse it before reading the weights."""
+    from envengineer.training.grpo import resolve_model_path
+    from envengineer.training.teach import teach
+
+    DAMAGES["fewer-layers"][0](policy)
+    says = r"config\.json does not fit the weights in model\.safetensors: 18 tensors the config has no place"
+    with pytest.raises(ConfigError, match=says):
+        resolve_model_path(str(policy))  # sft and train
+    board = Instance("swap", ("...", "...", "..."), ((0, 0), (0, 2)), ((0, 2), (0, 0)), 6, 4, 4)
+    with pytest.raises(ConfigError, match=says):
+        teach(str(policy), [board], out_dir=tmp_path / "t")
+
+
+def test_a_path_that_is_no_folder_is_refused_without_asking_the_hub(intact: Path, tmp_path: Path) -> None:
+    for missing in ("missing_folder", str(tmp_path / "nope"), "runs/a/checkpoint", "~/nope"):
+        with pytest.raises(ConfigError, match=r": no such folder; point --model at a checkpoint folder"):
+            check_model_folder(missing)
+    with pytest.raises(ConfigError, match=r"model\.safetensors: is a file, not a model folder"):
+        check_model_folder(intact / "model.safetensors")
+    check_model_folder("HuggingFaceTB/SmolLM2-135M-Instruct")  # owner/name: a hub id, the loader's to find
+
+
+def test_a_base_model_s_weights_and_tied_heads_pass(tmp_path: Path) -> None:
+    """Tensors saved without the causal LM's prefix (a base model's) and a tied head saved beside its
+    embedding are what transformers loads: no refusal."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = init_policy(tmp_path / "p", size="tiny")
+    weights = load_file(str(folder / "model.safetensors"))
+    plain = {k.removeprefix("model."): v for k, v in weights.items()}
+    plain["lm_head.weight"] = torch.zeros_like(weights["model.embed_tokens.weight"])
+    save_file(plain, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    check_model_folder(folder)

@@ -165,7 +165,7 @@ def test_a_loop_round_with_the_teach_learner_calls_the_teacher(tmp_path):
     run_experiment(exp, run, components=comps)
     assert calls == [(8, 2.0, 8, 7)]
     record = read_json(run / "round_00" / "train" / "metrics.json")
-    assert record["preset"] == "teach" and record["steps"] == 7
+    assert record["preset"] == "teach" and record["steps"] == 7 and record["planned_steps"] == 7
     launched = load_experiment(path, {**small, "launch.stages": "subprocess"})
     assert any("learner 'teach'" in p for p in check_launch(launched))
 

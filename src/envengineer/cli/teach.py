@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from pathlib import Path
+from typing import Any
 
 from envengineer.argtypes import nonneg_int, pos_float, pos_int
 from envengineer.cli.train import add_data_source, add_exclude
@@ -25,37 +27,82 @@ def register(sub: argparse._SubParsersAction) -> None:
         "first mistake on. Writes OUT/checkpoint and OUT/metrics.json (docs/training.md).",
     )
     p.add_argument(
-        "--model", required=True, help="local checkpoint folder (e.g. a warm-start's OUT/checkpoint)"
+        "--model",
+        required=True,
+        help="checkpoint folder (e.g. a warm-start's OUT/checkpoint), or a name sft accepts: "
+        "policy:trainee, policy:SIZE, embedded",
     )
     add_data_source(p)
     add_exclude(p)
-    p.add_argument("--minutes", type=pos_float, default=None, help="wall time (default 5)")
+    p.add_argument(
+        "--minutes",
+        type=pos_float,
+        default=None,
+        help="wall time, checked inside each roll-in too (default 5)",
+    )
     p.add_argument("--max-steps", type=pos_int, default=None, help="optimizer steps: the schedule's length")
-    p.add_argument("--temperature", type=float, default=None, help="roll-in temperature (default 0: greedy)")
+    p.add_argument(
+        "--temperature",
+        type=nonneg_float,
+        default=None,
+        help="roll-in temperature, a finite number >= 0 (default 0: greedy)",
+    )
     p.add_argument("--learning-rate", type=pos_float, default=None, help="peak learning rate (default 5e-4)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the learner and the generator")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.set_defaults(func=cmd_teach)
 
 
-def cmd_teach(args: argparse.Namespace) -> int:
-    from envengineer.cli.train import data_source
-    from envengineer.training.grpo import require_train_deps
-    from envengineer.training.teach import TeachSettings, teach
+def nonneg_float(text: str) -> float:
+    """A finite number >= 0 (a temperature), or argparse's one-line error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
 
-    source = data_source(args)  # the round's generator seed is --seed
+
+def settings_of(args: argparse.Namespace) -> Any:
+    """The :class:`~envengineer.training.teach.TeachSettings` of the options given; a bad value is one
+    line naming the option (never pydantic's multi-line report)."""
+    from pydantic import ValidationError
+
+    from envengineer.errors import ConfigError
+    from envengineer.training.teach import TeachSettings
+
     given = {
         "minutes": args.minutes,
         "max_steps": args.max_steps,
         "temperature": args.temperature,
         "learning_rate": args.learning_rate,
     }
-    settings = TeachSettings(seed=args.seed, **{k: v for k, v in given.items() if v is not None})
+    try:
+        return TeachSettings(seed=args.seed, **{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        option = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "a setting"
+        raise ConfigError(f"{option} {err.get('input')!r}: {err['msg'].lower()}; see --help") from None
+
+
+def cmd_teach(args: argparse.Namespace) -> int:
+    from envengineer.cli.train import check_out_dir, data_source
+    from envengineer.training.grpo import require_train_deps
+    from envengineer.training.teach import teach
+
+    check_out_dir(args.out)  # before any work: a file or read-only place fails now, not after the run
+    settings = settings_of(args)
+    source = data_source(args)  # the round's generator seed is --seed
     require_train_deps()
     instances, _seconds = source.load(args.out)
     metrics = teach(args.model, instances, out_dir=args.out, settings=settings)
     last = metrics["history"][-1] if metrics["history"] else {}
-    print(f"steps: {metrics['steps']}  roll-ins: {metrics['rollins']}  seconds: {metrics['seconds']:.1f}")
+    stopped = f"  stopped: {metrics['stopped']}" if "stopped" in metrics else ""
+    print(
+        f"steps: {metrics['steps']}  roll-ins: {metrics['rollins']}  seconds: {metrics['seconds']:.1f}"
+        + stopped
+    )
     if last.get("rollin_valid") is not None:
         print(f"last roll-in: valid {last['rollin_valid']:.3f}  optimal {last['rollin_optimal']:.3f}")
     print(f"checkpoint: {metrics['checkpoint']}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -255,7 +256,7 @@ def cmd_benchmark_build(args: argparse.Namespace) -> int:
     from envengineer.mapf import benchmark as bm
     from envengineer.mapf.instance import save_instances
 
-    v = bm.benchmark_version(args.benchmark_version or bm.DEFAULT_VERSION)
+    v = _benchmark_version(args)
     _check_output_file(args.output)
     plans: dict = {}
     instances = bm.build_benchmark(version=v.name, workers=args.workers, progress=True, plans=plans)
@@ -275,12 +276,14 @@ def cmd_benchmark_validation(args: argparse.Namespace) -> int:
     from envengineer.mapf import benchmark as bm
     from envengineer.mapf.instance import save_instances
 
+    version = _benchmark_version(args).name
+    _check_output_file(args.output)
     instances = bm.build_validation_set(
         per_cell=args.per_cell or bm.VALIDATION_PER_CELL,
         seed=args.seed if args.seed is not None else bm.VALIDATION_SEED,
         workers=args.workers,
         progress=True,
-        version=args.benchmark_version or bm.DEFAULT_VERSION,
+        version=version,
     )
     save_instances(instances, args.output)
     print(f"wrote {len(instances)} validation instances to {args.output}")
@@ -290,7 +293,7 @@ def cmd_benchmark_validation(args: argparse.Namespace) -> int:
 def cmd_benchmark_info(args: argparse.Namespace) -> int:
     from envengineer.mapf import benchmark as bm
 
-    v = bm.benchmark_version(args.benchmark_version or bm.DEFAULT_VERSION)
+    v = _benchmark_version(args)
     path = bm.benchmark_path(v.name)
     rule = "solvable draws, all decided" if v.decide else "draws the solver settles within its default budget"
     print(
@@ -372,8 +375,19 @@ def _load(path: Path):
     return load_instances(path) if version is None else load_benchmark(version)
 
 
+def _benchmark_version(args: argparse.Namespace) -> Any:
+    """The ``--version`` given (``v2`` when none is): an empty or unknown name is refused, never read as
+    the default."""
+    from envengineer.mapf import benchmark as bm
+
+    given = args.benchmark_version
+    return bm.benchmark_version(bm.DEFAULT_VERSION if given is None else given)
+
+
 def _check_output_file(path: Path) -> None:
-    """Refuse an output file name that cannot be written (a folder, or under a file) before any work."""
+    """Refuse an output file name that cannot be written before any work: a folder, a path under a file,
+    or a folder where no file can be created (``/proc``, a read-only mount). The file's folder is made
+    and a probe file created and removed there."""
     if path.is_dir():
         raise InstanceFormatError(f"{path}: is a directory; give a file name such as {path / 'out.jsonl'}")
     for parent in path.parents:
@@ -381,6 +395,15 @@ def _check_output_file(path: Path) -> None:
             if not parent.is_dir():
                 raise InstanceFormatError(f"{path}: {parent} is a file, not a folder; give another path")
             break
+    probe = path.with_name(f".{path.name}.write-check-{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise InstanceFormatError(
+            f"{path}: cannot write there ({exc.strerror or exc}); give a path you can write to"
+        ) from None
 
 
 def _require_solved(instances, path: Path) -> None:

@@ -141,7 +141,8 @@ def held_out_hashes(files: Sequence[Path], *, benchmark: bool = True) -> frozens
 
 
 def drop_held_out(instances: list, hashes: frozenset[str], source: Path) -> list:
-    """``instances`` without those on a held-out board, with a log line saying how many were dropped.
+    """``instances`` without those on a held-out board, with a log line saying how many were dropped
+    (when there were held-out boards to drop, i.e. an ``--exclude`` file, or something was dropped).
 
     Raises:
         InstanceFormatError: every instance is on a held-out board.
@@ -150,10 +151,11 @@ def drop_held_out(instances: list, hashes: frozenset[str], source: Path) -> list
 
     kept = [i for i in instances if i.board_hash() not in hashes]
     dropped = len(instances) - len(kept)
-    log.warning(
-        "%s: dropped %d of %d instances whose boards are in an --exclude file",
-        source, dropped, len(instances),
-    )  # fmt: skip
+    if dropped or hashes:  # said when --exclude was given or something went, never "dropped 0" unasked
+        log.warning(
+            "%s: dropped %d of %d instances whose boards are in an --exclude file",
+            source, dropped, len(instances),
+        )  # fmt: skip
     if not kept:
         raise InstanceFormatError(f"{source}: every instance is on a held-out board; nothing to train on")
     return kept
@@ -179,6 +181,30 @@ class DataSource:
         from envengineer.training.grpo import generate_round_data
 
         return generate_round_data(self.config, out, seed=self.seed, exclude=self.exclude)
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse an output folder that cannot be written before any work: a file, a path under a file, or a
+    folder where no file can be created (a read-only place such as ``/proc``). Creates the folder.
+
+    Raises:
+        ConfigError: with the path and what to give instead.
+    """
+    import os
+
+    from envengineer.errors import ConfigError
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: is a file, not a folder; give a new or existing folder")
+    probe = out / f".envengineer-write-check-{os.getpid()}"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"--out {out}: cannot write there ({exc.strerror or exc}); give a folder you can write to"
+        ) from None
 
 
 def data_source(args: argparse.Namespace) -> DataSource:
@@ -239,6 +265,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 def _train(trainer: Any, args: argparse.Namespace, kind: str, preset: str | None, **options: Any) -> int:
     """The one call of ``trainer`` (``train_round`` or ``sft``) with the data source's instances, the
     checked ``kind`` preset and every option ``train`` and ``sft`` share; ``options``: the command's own."""
+    check_out_dir(args.out)
     source = data_source(args)
     checked = checked_preset(preset, args.report_to, kind)
     instances, generate_s = source.load(args.out)

@@ -249,7 +249,8 @@ class TrainingSettings(_Model):
     )
     teach: TeachSettings = Field(
         default_factory=TeachSettings,
-        description="The teach learner's settings (learner: teach); `max_steps` below overrides theirs.",
+        description="The teach learner's settings (learner: teach); `max_steps` below overrides theirs. A "
+        "round stops on steps, never on the clock: min(max_steps, 30 x minutes), recorded as planned_steps.",
     )
     preset: str = Field(
         default="cpu",

@@ -139,8 +139,19 @@ class HFBackend:
         )
 
     # -- generation ------------------------------------------------------------------------------------
-    def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Completion]:
-        """Complete a batch of conversations in one left-padded ``model.generate`` call."""
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        params: SamplingParams,
+        *,
+        max_seconds: float | None = None,
+    ) -> list[Completion]:
+        """Complete a batch of conversations in one left-padded ``model.generate`` call.
+
+        ``max_seconds`` (a learner's deadline, not an evaluation setting) stops the batch's decoding after
+        that many seconds (transformers' ``max_time``): answers may then end early, without their
+        end-of-sequence token.
+        """
         import torch
 
         if not conversations:
@@ -156,6 +167,8 @@ class HFBackend:
             "pad_token_id": self._pad_id,
             "do_sample": not params.greedy,
         }
+        if max_seconds is not None:
+            gen_kwargs["max_time"] = float(max_seconds)
         if params.greedy:
             gen_kwargs.update(temperature=None, top_p=None, top_k=None)
         else:

@@ -7,18 +7,29 @@ record). :func:`check_model_folder` turns each such folder into one :class:`~env
 that names the folder, the file and what to do:
 
 * any local folder: ``config.json`` present (or ``adapter_config.json``, a PEFT adapter) and a JSON object;
+* a path that is no folder: a file, or a name that is neither an existing folder nor a hub id
+  (``owner/name``), is refused ("no such folder") before any loader asks the hub for it;
+* the weights: ``model.safetensors`` (or the shards of ``model.safetensors.index.json``) read with
+  safetensors' own header reader (a truncated, empty or damaged file is refused), and their tensor names and
+  shapes compared with the model ``config.json`` describes, built on the meta device (no memory, no
+  weights read): every tensor of the file must be a parameter of that model, every parameter must be in
+  the file (tied weights count once) and every shape must match, so an edited ``hidden_size`` or
+  ``num_hidden_layers`` is refused instead of loaded into a mangled model. Skipped where transformers
+  cannot judge it either: no safetensors weights (``pytorch_model.bin``), a quantized checkpoint
+  (``quantization_config``), a model of remote code (``auto_map``), or torch/transformers not installed;
 * a small policy (its ``config.json`` records ``envengineer_prompt_style`` or ``envengineer_policy_format``,
   :mod:`envengineer.models.small_policy`): the tokenizer files and the weights present, the format record
   absent (``v1``) or one of :data:`~envengineer.models.small_policy.POLICY_FORMATS`, a tokenizer with
   ``vocab_size`` pieces and the pieces of the recorded format (not another format's tokenizer files), and
   a chat template that parses.
 
-Hub ids and paths that are not folders are left to the loader, which says what is wrong with them.
+Hub ids are left to the loader, which says what is wrong with them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,7 +38,7 @@ from envengineer.errors import ConfigError
 from envengineer.mapf.prompt import check_prompt_style
 from envengineer.models.small_policy import FORMAT_KEY, POLICY_FORMATS, PROMPT_STYLE_KEY
 
-__all__ = ["check_model_folder"]
+__all__ = ["check_model_folder", "check_weights"]
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 _WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
@@ -40,6 +51,7 @@ def check_model_folder(model: str | Path) -> None:
     """
     folder = Path(model).expanduser()
     if not folder.is_dir():
+        _check_not_a_folder(str(model), folder)
         return
     if not (folder / "config.json").is_file():
         if (folder / "adapter_config.json").is_file():
@@ -52,6 +64,27 @@ def check_model_folder(model: str | Path) -> None:
     config = _read_object(folder, "config.json")
     if PROMPT_STYLE_KEY in config or FORMAT_KEY in config:
         _check_small_policy(folder, config)
+    check_weights(folder, config)
+
+
+#: What the hub accepts as a model id: ``owner/name`` (huggingface_hub's characters; no ``--`` or ``..``).
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+
+
+def _check_not_a_folder(name: str, folder: Path) -> None:
+    """A file, or a name that is neither a folder nor a hub id, is one clear error (no hub lookup)."""
+    if folder.exists():
+        raise ConfigError(
+            f"{folder}: is a file, not a model folder; point --model at a checkpoint folder (config.json, "
+            "weights, tokenizer files)"
+        )
+    if _HUB_ID.fullmatch(name) and "--" not in name and ".." not in name:
+        return  # a hub id: the loader looks in the local cache, then on the hub
+    raise ConfigError(
+        f"{name}: no such folder; point --model at a checkpoint folder (config.json, weights, tokenizer "
+        "files), a hub id (owner/name), policy:SIZE, policy:trainee or embedded (the embedded "
+        "SmolLM2-135M)"
+    )
 
 
 def _check_small_policy(folder: Path, config: dict[str, Any]) -> None:
@@ -190,3 +223,113 @@ def _fix(folder: Path, name: str) -> str:
         f"init --out {folder} --overwrite --format {name}` (an untrained policy) or point --model at a "
         "complete checkpoint"
     )
+
+
+# -- the weights against the configuration ----------------------------------------------------------------
+def check_weights(folder: Path, config: dict[str, Any]) -> None:
+    """The safetensors weights of ``folder`` are readable and are exactly the parameters of the model that
+    ``config`` describes: names and shapes (module docstring). Raises a :class:`ConfigError` naming the
+    file, the first tensor of each kind of disagreement and what to do."""
+    if "quantization_config" in config or "auto_map" in config or "model_type" not in config:
+        return  # quantized tensors, remote code, no known architecture: the loader's to judge
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+    except ImportError:
+        return
+    found = _weight_shapes(folder)
+    if found is None:
+        return
+    fix = (
+        "restore config.json and the weights from where the folder came from, or point --model at a "
+        "complete checkpoint"
+    )
+    try:
+        built = AutoConfig.from_pretrained(folder, local_files_only=True)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(built)
+    except (ValueError, KeyError, TypeError, AttributeError, OSError, RuntimeError) as exc:
+        raise ConfigError(
+            f"{folder}: config.json describes no model transformers can build ({_first_line(exc)}); {fix}"
+        ) from None
+    problems = _disagreements(model, found)
+    if problems:
+        files = " and ".join(sorted({file for file, _ in found.values()}))
+        raise ConfigError(
+            f"{folder}: config.json does not fit the weights in {files}: {'; '.join(problems)} (an edited "
+            f"hidden_size or num_hidden_layers?); {fix}"
+        )
+
+
+def _weight_shapes(folder: Path) -> dict[str, tuple[str, tuple[int, ...]]] | None:
+    """Each tensor of the folder's safetensors weights: its file and shape, read from the files' headers
+    (safetensors checks that each header is whole and covers the file); ``None`` without such weights."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = _read_object(folder, index.name).get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ConfigError(f"{folder}: {index.name} holds no weight_map of file names; restore it")
+        files = sorted(set(weight_map.values()))
+    elif (folder / "model.safetensors").is_file():
+        files = ["model.safetensors"]
+    else:
+        return None
+    from safetensors import SafetensorError, safe_open
+
+    shapes: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for file in files:
+        try:
+            with safe_open(str(folder / file), framework="pt") as f:
+                for key in f.keys():
+                    shapes[key] = (file, tuple(f.get_slice(key).get_shape()))
+        except (SafetensorError, OSError) as exc:
+            raise ConfigError(
+                f"{folder}: {file} cannot be read as safetensors weights ({_first_line(exc)}): the file is "
+                "truncated, empty or damaged; copy it back from where the folder came from, or point "
+                "--model at a complete checkpoint"
+            ) from None
+    return shapes
+
+
+def _disagreements(model: Any, found: dict[str, tuple[str, tuple[int, ...]]]) -> list[str]:
+    """What differs between ``model``'s parameters and the tensors ``found``: tensors no parameter takes,
+    parameters no tensor fills (one of a tied group is enough), shapes; the first of each and a count."""
+    expected = {name: tuple(t.shape) for name, t in model.state_dict(keep_vars=True).items()}
+    prefix = f"{model.base_model_prefix}." if getattr(model, "base_model_prefix", "") else ""
+
+    def own(key: str) -> str | None:  # the model's name of a file's tensor (a base model's lacks the prefix)
+        for name in (key, prefix + key, key.removeprefix(prefix) if prefix else key):
+            if name in expected:
+                return name
+        return None
+
+    ignored = [re.compile(p) for p in getattr(model, "_keys_to_ignore_on_load_unexpected", None) or ()]
+    unused = sorted(k for k in found if own(k) is None and not any(p.search(k) for p in ignored))
+    loaded = {own(k) for k in found} - {None}
+    groups: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(param), []).append(name)
+    missing_ok = [re.compile(p) for p in getattr(model, "_keys_to_ignore_on_load_missing", None) or ()]
+    missing = sorted(
+        names[0]
+        for names in groups.values()
+        if not loaded.intersection(names) and not any(p.search(names[0]) for p in missing_ok)
+    )
+    shapes = [
+        f"{k} is {list(shape)} in the file but {list(expected[name])} by config.json"
+        for k, (_, shape) in sorted(found.items())
+        if (name := own(k)) is not None and expected[name] != shape
+    ]
+    problems = []
+    if unused:
+        problems.append(f"{len(unused)} tensors the config has no place for (first {unused[0]})")
+    if missing:
+        problems.append(f"{len(missing)} parameters no tensor fills (first {missing[0]})")
+    if shapes:
+        problems.append(f"{len(shapes)} shapes differ (first {shapes[0]})")
+    return problems
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else type(exc).__name__

@@ -32,6 +32,7 @@ settings, one record per roll-in, timing) and ``preset.yaml`` (the settings writ
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -51,15 +52,35 @@ from envengineer.models.policy_formats import scratchpad_of
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TeachRow", "TeachSettings", "teach", "teach_round", "teach_row", "written_plan"]
+__all__ = [
+    "LOOP_STEPS_PER_MINUTE",
+    "TeachRow",
+    "TeachSettings",
+    "round_steps",
+    "teach",
+    "teach_round",
+    "teach_row",
+    "written_plan",
+]
+
+#: The fixed rate at which a loop round turns its ``minutes`` into optimizer steps: the default settings'
+#: measured pace on 2 CPU cores (150 steps in about 5 minutes, docs/training.md). A round's length and
+#: its schedule's decay are then the same on an idle and on a crowded machine.
+LOOP_STEPS_PER_MINUTE = 30
 
 
 class TeachSettings(BaseModel):
     """The learner's settings (defaults: the small policy on a CPU; docs/training.md)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    minutes: float = Field(5.0, gt=0, description="stop after this much wall time (roll-ins included)")
+    minutes: float | None = Field(
+        5.0,
+        gt=0,
+        description="envengineer teach: stop after this much wall time (checked inside roll-ins too); "
+        "a loop round turns it into steps once (LOOP_STEPS_PER_MINUTE) and never reads the clock; "
+        "None: steps only",
+    )
     max_steps: int = Field(
         150, ge=1, description="optimizer steps: the schedule's length (about 5 minutes on 2 CPU cores)"
     )
@@ -196,9 +217,15 @@ def teach(
 ) -> dict[str, Any]:
     """Train ``model`` on the teacher's labels of its own answers to ``instances`` (module docstring).
 
+    The run stops after ``max_steps`` optimizer steps, after ``minutes`` of wall time when that is set
+    (checked before each roll-in and step, and inside a roll-in's generation, whose answers cut off by
+    the deadline are dropped unlabelled), or when a whole pass over the boards leaves nothing to learn;
+    ``metrics["stopped"]`` says which.
+
     Args:
         model: A local checkpoint folder (a warm-started small policy, or any causal LM with a chat
-            template).
+            template) or a name ``envengineer sft`` accepts (``policy:trainee``, ``policy:SIZE``,
+            ``embedded``).
         instances: Solved training boards, visited in order (cycled when the time allows more).
         out_dir: Output folder (``checkpoint/``, ``metrics.json``).
         settings: :class:`TeachSettings` (defaults when ``None``).
@@ -206,60 +233,37 @@ def teach(
     Returns:
         The metrics written to ``metrics.json``: settings, one record per roll-in, steps, seconds, and
         ``checkpoint``.
+
+    Raises:
+        ConfigError: no boards, a missing or damaged model folder, or a loss that is not finite (the
+            learning rate is too high); nothing is written then.
     """
     from envengineer.models import SamplingParams
+    from envengineer.models.embedded import resolve_model
     from envengineer.models.small_policy import prompt_style_of
     from envengineer.training.presets import resolve_target
 
     cfg = settings or TeachSettings()
     if not instances:
         raise ConfigError("teach needs at least one training board")
-    check_model_folder(model)
+    path = resolve_model(model)  # policy:trainee, policy:SIZE, embedded: the folders sft reads
+    check_model_folder(path)
     t_start = time.perf_counter()
-    target = resolve_target(cfg.target, model)
-    style = prompt_style_of(model) or "compact"
-    rng = np.random.default_rng(cfg.seed)
-    policy, tokenizer, backend, optimizer, schedule = _setup(model, cfg)
+    clock = _Clock(None if cfg.minutes is None else t_start + 60.0 * cfg.minutes)
+    target = resolve_target(cfg.target, path)
+    style = prompt_style_of(path) or "compact"
+    parts = _setup(path, cfg)
     params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
-
-    buffer: list[tuple[list[int], int]] = []  # (prompt + target ids, first id under the loss)
-    records: list[dict[str, Any]] = []
-    step = unlabelled = 0
-    deadline = t_start + 60.0 * cfg.minutes
-    while step < cfg.max_steps and time.perf_counter() < deadline:
-        t0 = time.perf_counter()
-        # roll-in boards from the front of the list, the solver's own rows from its back
-        boards = _window(instances, len(records) * cfg.rollout_batch, cfg.rollout_batch, 1)
-        expert = _window(instances, -1 - len(records) * cfg.expert_rows, cfg.expert_rows, -1)
-        rollin = replace(params, seed=cfg.seed + len(records))
-        rows, encoded, failed = _roll_in(backend, boards, rollin, target, style)
-        encoded += [_expert_row(backend, board, target, style) for board in expert]
-        unlabelled += failed
-        buffer = (buffer + encoded)[-cfg.buffer :]
-        t1 = time.perf_counter()
-        losses = []
-        for _ in range(cfg.steps_per_rollout):
-            if not buffer or step >= cfg.max_steps:
-                break
-            batch = [buffer[i] for i in rng.integers(0, len(buffer), size=min(cfg.batch_size, len(buffer)))]
-            losses.append(_step(policy, optimizer, schedule, batch, tokenizer.pad_token_id or 0))
-            step += 1
-        record = {
-            "step": step,
-            **_rollin_stats(rows),
-            "loss": float(np.mean(losses)) if losses else None,
-            "buffer": len(buffer),
-            "rollin_s": round(t1 - t0, 3),
-            "train_s": round(time.perf_counter() - t1, 3),
-        }
-        records.append(record)
-        log.info("teach step %d: %s", step, record)
+    step, records, unlabelled, stopped = _learn(parts, instances, cfg, clock, params, target, style)
+    policy, tokenizer = parts[0], parts[1]
+    _check_weights_finite(policy, cfg)
     metrics = {
         "kind": "teach",
-        "model": model,
+        "model": path,
         "target": target,
         "instances": len(instances),
         "steps": step,
+        "stopped": stopped,
         "rollins": len(records),
         "boards_answered": len(records) * cfg.rollout_batch,
         "unlabelled": unlabelled,
@@ -267,6 +271,111 @@ def teach(
         "history": records,
     }
     return _save(policy, tokenizer, Path(out_dir), metrics, cfg, t_start)
+
+
+def _learn(
+    parts: tuple[Any, Any, Any, Any, Any],
+    instances: Sequence[Instance],
+    cfg: TeachSettings,
+    clock: _Clock,
+    params: Any,
+    target: str,
+    style: str,
+) -> tuple[int, list[dict[str, Any]], int, str]:
+    """Roll-ins and optimizer steps until a stop (:func:`teach`): the steps taken, one record per roll-in,
+    the answers left unlabelled and why it stopped."""
+    policy, tokenizer, backend, optimizer, schedule = parts
+    rng = np.random.default_rng(cfg.seed)
+    buffer: list[tuple[list[int], int]] = []  # (prompt + target ids, first id under the loss)
+    records: list[dict[str, Any]] = []
+    step = unlabelled = idle = 0
+    passes = -(-len(instances) // cfg.rollout_batch)  # roll-ins in one pass over the boards
+    stopped = "max_steps"
+    while step < cfg.max_steps:
+        if clock.past():
+            stopped = "minutes"
+            break
+        t0 = time.perf_counter()
+        # roll-in boards from the front of the list, the solver's own rows from its back
+        boards = _window(instances, len(records) * cfg.rollout_batch, cfg.rollout_batch, 1)
+        expert = _window(instances, -1 - len(records) * cfg.expert_rows, cfg.expert_rows, -1)
+        rollin = replace(params, seed=cfg.seed + len(records))
+        labelled = _roll_in(backend, boards, rollin, target, style, clock)
+        if labelled is None:  # the deadline fell inside the roll-in: its answers were cut off
+            stopped = "minutes"
+            break
+        rows, encoded, failed = labelled
+        encoded += [_expert_row(backend, board, target, style) for board in expert]
+        unlabelled += failed
+        buffer = (buffer + encoded)[-cfg.buffer :]
+        t1 = time.perf_counter()
+        losses = []
+        for _ in range(cfg.steps_per_rollout):
+            if not buffer or step >= cfg.max_steps or clock.past():
+                break
+            batch = [buffer[i] for i in rng.integers(0, len(buffer), size=min(cfg.batch_size, len(buffer)))]
+            losses.append(_step(policy, optimizer, schedule, batch, tokenizer.pad_token_id or 0))
+            _check_finite(losses[-1], step, cfg)
+            step += 1
+        records.append(_record(step, rows, losses, buffer, t0, t1))
+        log.info("teach step %d: %s", step, records[-1])
+        idle = 0 if buffer else idle + 1
+        if idle >= passes:
+            stopped = "nothing to learn"  # every answer of a whole pass was already the teacher's
+            break
+    return step, records, unlabelled, stopped
+
+
+@dataclass(frozen=True)
+class _Clock:
+    """The wall-clock deadline of a run (``perf_counter`` time); ``None``: none (a loop round)."""
+
+    deadline: float | None
+
+    def past(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
+    def left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.perf_counter()
+
+
+def _record(
+    step: int, rows: Sequence[Any], losses: list[float], buffer: list[Any], t0: float, t1: float
+) -> dict[str, Any]:
+    """One roll-in's line of ``metrics.json["history"]``."""
+    return {
+        "step": step,
+        **_rollin_stats(rows),
+        "loss": float(np.mean(losses)) if losses else None,
+        "buffer": len(buffer),
+        "rollin_s": round(t1 - t0, 3),
+        "train_s": round(time.perf_counter() - t1, 3),
+    }
+
+
+def _check_finite(loss: float, step: int, cfg: TeachSettings) -> None:
+    """A loss that is not finite stops the run before anything is written (a diverged model is no
+    checkpoint, and NaN is no metric)."""
+    if not math.isfinite(loss):
+        raise ConfigError(
+            f"teach: the loss is {loss} at optimizer step {step + 1} with learning_rate "
+            f"{cfg.learning_rate:g}: training diverged, nothing was written; lower the learning rate "
+            "(--learning-rate, default 5e-4)"
+        )
+
+
+def _check_weights_finite(policy: Any, cfg: TeachSettings) -> None:
+    """The last step's update may leave weights that are not finite although its loss was."""
+    import torch
+
+    with torch.no_grad():
+        bad = next((n for n, p in policy.named_parameters() if not torch.isfinite(p).all()), None)
+    if bad is not None:
+        raise ConfigError(
+            f"teach: the weights ({bad}) are not finite after training with learning_rate "
+            f"{cfg.learning_rate:g}: training diverged, nothing was written; lower the learning rate "
+            "(--learning-rate, default 5e-4)"
+        )
 
 
 def _setup(model: str, cfg: TeachSettings) -> tuple[Any, Any, Any, Any, Any]:
@@ -307,14 +416,20 @@ def _save(
 
 
 def _roll_in(
-    backend: Any, boards: Sequence[Instance], params: Any, target: str, style: str
-) -> tuple[list[tuple[Instance, str, TeachRow]], list[tuple[list[int], int]], int]:
+    backend: Any, boards: Sequence[Instance], params: Any, target: str, style: str, clock: _Clock
+) -> tuple[list[tuple[Instance, str, TeachRow]], list[tuple[list[int], int]], int] | None:
     """The policy answers ``boards`` and the teacher labels the answers: the labelled answers, the encoded
-    rows of those with something to learn, and how many answers the teacher could not settle."""
+    rows of those with something to learn, and how many answers the teacher could not settle; ``None``
+    when ``clock``'s deadline stopped the generation (cut-off answers are no answers to label)."""
     tokenizer = backend.tokenizer
     eos = tokenizer.eos_token or ""
     convs = [build_messages(b, style=style) for b in boards]
-    answers = backend.generate(convs, params)
+    left = clock.left()
+    answers = (
+        backend.generate(convs, params) if left is None else backend.generate(convs, params, max_seconds=left)
+    )
+    if clock.past():
+        return None
     rows, encoded, failed = [], [], 0
     for board, conv, ans in zip(boards, convs, answers, strict=True):
         # an answer that stopped short of the budget ended with the end-of-sequence token
@@ -361,6 +476,21 @@ def _rollin_stats(rows: Sequence[tuple[Instance, str, TeachRow]]) -> dict[str, f
     }
 
 
+def round_steps(settings: TeachSettings, max_steps: int | None = None) -> int:
+    """The optimizer steps of a loop round: ``max_steps`` (the experiment's ``training.max_steps``, else
+    the settings'), capped by the settings' ``minutes`` at :data:`LOOP_STEPS_PER_MINUTE` (at least one).
+
+    >>> round_steps(TeachSettings(minutes=2.0, max_steps=150))
+    60
+    >>> round_steps(TeachSettings(minutes=2.0), max_steps=7), round_steps(TeachSettings(minutes=None))
+    (7, 150)
+    """
+    cap = settings.max_steps if max_steps is None else max_steps
+    if settings.minutes is None:
+        return cap
+    return max(1, min(cap, math.floor(settings.minutes * LOOP_STEPS_PER_MINUTE)))
+
+
 def teach_round(
     model: str | None,
     instances: Sequence[Instance],
@@ -370,16 +500,19 @@ def teach_round(
     seed: int = 0,
     max_steps: int | None = None,
 ) -> Any:
-    """:func:`teach` as a round of the loop (``training.learner: teach``): the round's seed and step cap
-    override the settings', and the result is a :class:`~envengineer.training.grpo.TrainResult` like a
-    GRPO round's (the loop's data stage records the boards)."""
+    """:func:`teach` as a round of the loop (``training.learner: teach``): the round's seed overrides the
+    settings', and the round stops on steps alone, :func:`round_steps` of them (its schedule decays to 0
+    at the last), never on the wall clock; ``metrics["planned_steps"]`` records the count. The result is
+    a :class:`~envengineer.training.grpo.TrainResult` like a GRPO round's (the loop's data stage records
+    the boards)."""
     from envengineer.training.grpo import TrainResult, resolve_model_path
 
-    update: dict[str, Any] = {"seed": seed}
-    if max_steps is not None:
-        update["max_steps"] = max_steps
-    cfg = TeachSettings.model_validate({**(settings or TeachSettings()).model_dump(), **update})
+    base = settings or TeachSettings()
+    planned = round_steps(base, max_steps)
+    update: dict[str, Any] = {"seed": seed, "max_steps": planned, "minutes": None}
+    cfg = TeachSettings.model_validate({**base.model_dump(), **update})
     metrics = teach(resolve_model_path(model), instances, out_dir=out_dir, settings=cfg)
+    metrics = {**metrics, "planned_steps": planned, "minutes_given": base.minutes}
     return TrainResult(
         checkpoint=Path(metrics["checkpoint"]),
         metrics=metrics,

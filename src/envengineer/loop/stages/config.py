@@ -42,7 +42,8 @@ _LEARNER_TEXT: dict[str, tuple[str, str]] = {
     ),
 }
 
-#: The teach learner's settings shown as its hyper-parameters (``training.max_steps`` replaces max_steps).
+#: The teach learner's settings shown as its hyper-parameters (max_steps: the steps a loop round runs,
+#: :func:`envengineer.training.teach.round_steps`).
 _TEACH_KEYS = (
     "learning_rate",
     "batch_size",
@@ -218,10 +219,11 @@ def training_details(loop: Loop, r: int) -> dict[str, Any]:
         "objective": objective,
     }
     if learner == "teach":
-        del details["epochs"]  # teach runs by steps and minutes, never by passes over the boards
+        from envengineer.training.teach import round_steps
+
+        del details["epochs"]  # teach runs by steps, never by passes over the boards
         teach = exp.training.teach.model_dump()
-        if exp.training.max_steps:
-            teach["max_steps"] = exp.training.max_steps
+        teach["max_steps"] = round_steps(exp.training.teach, exp.training.max_steps or None)
         details["hyperparameters"] = {k: teach[k] for k in _TEACH_KEYS}
         return details
     kind = exp.training.preset_kind

@@ -1,7 +1,10 @@
 """Stage ``train``: one training round from the previous checkpoint, by ``training.learner``: ``grpo`` (a
 GRPO round through TRL, the default), ``sft`` (supervised fine-tuning on the exact solver's optimal plans of
 the round's boards, the warm-start's learner) or ``teach`` (the solver teaching the policy on its own
-answers); skipped for a scripted policy.
+answers); skipped for a scripted policy. A ``teach`` round stops on optimizer steps, never on the wall
+clock: :func:`~envengineer.training.teach.round_steps` turns its settings' ``minutes`` (and
+``training.max_steps``) into a step count once, recorded as ``planned_steps`` in ``metrics.json`` and in
+the ledger, so how long a round trains does not depend on the machine's load.
 
 Before an ``sft`` round trains, the checkpoint it starts from answers ``training.probe`` of the round's boards
 (:func:`probe`), and the round records per map size what it got right under ``metrics.json["metrics"]
@@ -27,6 +30,7 @@ from envengineer.loop.state import Loop, RoundState
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.rewards import score_verdict
 from envengineer.mapf.validator import Verdict
+from envengineer.training.teach import round_steps
 
 
 def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any], str]:
@@ -60,14 +64,17 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any], 
         probe(loop, state.model_in, boards, d / "probe", seed) if exp.training.learner == "sft" else None
     )
     release_shared_backend()
+    planned = None
     if exp.training.learner == "teach":
+        # a teach round stops on steps: its minutes turned into a step count here, once, and recorded
+        planned = round_steps(exp.training.teach, exp.training.max_steps)
         result = loop.comps.teacher(
             state.model_in,
             boards,
             out_dir=d,
             settings=exp.training.teach,
             seed=seed,
-            max_steps=exp.training.max_steps,
+            max_steps=planned,
         )
     else:
         learn = loop.comps.sft_trainer if exp.training.learner == "sft" else loop.comps.trainer
@@ -91,12 +98,15 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any], 
     )
     if sampled:
         record["metrics"] = {**record["metrics"], "sampled": sampled}
+    info: dict[str, Any] = {"steps": record["steps"]}
+    if planned is not None:
+        record["planned_steps"] = info["planned_steps"] = planned
     checkpoint = record["checkpoint"]
     atomic_write_json(d / "metrics.json", record)
     state.checkpoint = checkpoint
     return (
         {"metrics": d / "metrics.json", "checkpoint": checkpoint},
-        {"checkpoint": checkpoint, "steps": record["steps"]},
+        {"checkpoint": checkpoint, **info},
         "done",
     )
 
