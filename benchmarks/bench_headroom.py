@@ -50,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", action="append", default=[], metavar="NAME=ROUND.yaml", help="more candidates")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--lanes", type=int, default=1)
+    p.add_argument(
+        "--allow-fingerprint-change",
+        action="store_true",
+        help="branch from a run made by other code or presets (e.g. a commit since; recorded)",
+    )
     args = p.parse_args(argv)
 
     specs = [BranchSpec(n, Path(ENGINEERS[n]), "engineer") for n in args.engineers.split(",") if n]
@@ -58,7 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     for k in args.rounds:
         first = source == args.run
         todo = [s for s in specs if not (first and s.name == "fixed")]  # the run's own round k
-        record = run_branches(source, k, todo, args.out / f"round_{k}", lanes=args.lanes)
+        record = run_branches(
+            source,
+            k,
+            todo,
+            args.out / f"round_{k}",
+            lanes=args.lanes,
+            allow_fingerprint_change=args.allow_fingerprint_change,
+        )
         fixed_k = _scores(args.run / f"round_{k:02d}" / "validation" / "scores.json")
         candidates = {
             b["name"]: _scores(Path(b["folder"]) / f"round_{k:02d}/validation/scores.json")

@@ -370,3 +370,25 @@ def proposal_issues(parsed: ParsedAnswer, space: ConfigSpace = DEFAULT_SPACE) ->
     if parsed.proposal is None:
         return []
     return validate_proposal(parsed.proposal, space)
+
+
+def repeats_one_setting(raw: Any) -> bool | None:
+    """Whether a raw proposal gives every size it names the same numbers (data, hole and wait ratio): a
+    degenerate proposal, one setting written for every size whatever the per-size report said. None when
+    it names fewer than two sizes or is not a configuration at all.
+
+    >>> same = {"data_ratio": 1, "hole_ratio": 0.5, "wait_ratio": 0.1}
+    >>> repeats_one_setting({"sizes": {"3": same, "4": dict(same)}})
+    True
+    >>> other = {**same, "wait_ratio": 0.2}
+    >>> repeats_one_setting({"sizes": {"3": same, "4": other}}), repeats_one_setting("x")
+    (False, None)
+    """
+    sizes = raw.get("sizes") if isinstance(raw, Mapping) else None
+    if not isinstance(sizes, Mapping) or len(sizes) < 2:
+        return None
+    knobs = ("data_ratio", "hole_ratio", "wait_ratio")
+    settings = {
+        tuple(repr(v.get(k)) for k in knobs) if isinstance(v, Mapping) else repr(v) for v in sizes.values()
+    }
+    return len(settings) == 1

@@ -45,6 +45,7 @@ from envengineer.loop.compare_figures import (
     curves_markdown,
 )
 from envengineer.loop.intervals import arm_intervals, intervals_markdown
+from envengineer.loop.proposals import proposal_counts, proposals_markdown
 from envengineer.loop.report import RunRecord, load_run, parsed_share, subset_scores
 from envengineer.loop.rundir import atomic_write_json, atomic_write_text
 from envengineer.loop.scored_sets import SPLITS, Pairing, pairing, sets_markdown
@@ -528,21 +529,27 @@ def compare_runs(
     if any(len(a.runs) > 1 for a in grouped) or arms:
         text += "\n" + arms_markdown(grouped, mixed=bool(mixtures)) + "\n"
     text += "\n" + sets_markdown(pair) + "\n\n" + intervals_markdown(intervals) + "\n"
-    text += curves_text
-    text += f"\n![comparison]({fig.name})\n"
-    if alloc is not None:
-        text += f"\n![data allocation per round, side by side]({alloc.name})\n"
+    text += curves_text + "\n" + proposals_markdown(grouped)
+    text += _figures_markdown(fig, alloc)
     record = {
         "runs": rows,
         "arms": {a.name: [str(r.root) for r in a.runs] for a in grouped},
         "intervals": intervals,
         "sets": pair.to_json(),
+        "proposals": {a.name: proposal_counts(a.runs) for a in grouped},
         "curves": curves,
         "warnings": notes,
         "damaged": damaged,
     }
     atomic_write_json(out / "compare.json", record)
     return atomic_write_text(out / "compare.md", text)
+
+
+def _figures_markdown(fig: Path, alloc: Path | None) -> str:
+    text = f"\n![comparison]({fig.name})\n"
+    if alloc is not None:
+        text += f"\n![data allocation per round, side by side]({alloc.name})\n"
+    return text
 
 
 def _intervals(

@@ -84,6 +84,8 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
         state.source = "round0"
         info: dict[str, Any] = {"source": "round0"}
     else:
+        from envengineer.engineer.proposal import repeats_one_setting
+
         decision = ask_engineer(loop, r)
         record = decision.to_dict() if hasattr(decision, "to_dict") else to_jsonable(decision)
         config = field_of(decision, "config")
@@ -106,6 +108,7 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
             "fell_back": bool(record.get("fell_back")),
             "fallback_reason": record.get("fallback_reason"),
             "attempts": len(record.get("attempts") or []),
+            "repeats_one_setting": repeats_one_setting(raw),  # degenerate: one setting for every size
             "config": config.model_dump(mode="json"),
         }
         if bounded is not None:
