@@ -10,6 +10,11 @@ scored on the boards that made it). The oracle's gain over the fixed arm is the 
 choice among these candidates would have gained, round by round.
 
     python benchmarks/bench_headroom.py runs/cmp/cpu-policy-main-fixed-s0 --rounds 1 2 --out runs/headroom-s0
+    python benchmarks/bench_headroom.py --summary runs/headroom-s0 runs/headroom-s1 runs/headroom-s2
+
+``--summary`` reads the ``headroom.json`` of several seeds and prints, per round, each candidate's and the
+oracle's difference to the fixed arm on the report half (mean over seeds and its 95 % bootstrap interval
+over seeds, :func:`envengineer.loop.intervals.bootstrap_mean`).
 
 The fixed candidate of the first round is the fixed run's own round (it reproduces it to the byte), so it
 is read from the run rather than trained again. A stopped measurement resumes with the same command.
@@ -40,7 +45,8 @@ ENGINEERS = {
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("run", type=Path, help="a finished run of the fixed arm")
+    p.add_argument("run", type=Path, nargs="?", help="a finished run of the fixed arm")
+    p.add_argument("--summary", type=Path, nargs="+", metavar="DIR", help="tabulate finished measurements")
     p.add_argument("--rounds", type=int, nargs="+", default=[1, 2], help="rounds to branch (default 1 2)")
     p.add_argument(
         "--engineers",
@@ -48,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"candidate engineers, comma-separated, of {', '.join(ENGINEERS)}",
     )
     p.add_argument("--config", action="append", default=[], metavar="NAME=ROUND.yaml", help="more candidates")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path)
     p.add_argument("--lanes", type=int, default=1)
     p.add_argument(
         "--allow-fingerprint-change",
@@ -56,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         help="branch from a run made by other code or presets (e.g. a commit since; recorded)",
     )
     args = p.parse_args(argv)
+    if args.summary:
+        print(summary([json.loads((d / "headroom.json").read_text()) for d in args.summary]))
+        return 0
+    if args.run is None or args.out is None:
+        p.error("give RUN and --out (or --summary DIR ...)")
 
     specs = [BranchSpec(n, Path(ENGINEERS[n]), "engineer") for n in args.engineers.split(",") if n]
     specs += [BranchSpec.parse(text) for text in args.config]
@@ -92,6 +103,39 @@ def main(argv: list[str] | None = None) -> int:
         print(_table(row))
     (args.out / "headroom.json").write_text(json.dumps({"run": str(args.run), "rounds": rows}, indent=2))
     return 0
+
+
+def summary(records: list[dict[str, Any]]) -> str:
+    """Per round: each candidate's and the oracle's valid difference to the fixed arm on the report half,
+    mean over seeds with its 95 % interval over seeds, and what the oracle chose in each seed."""
+    from envengineer.loop.intervals import bootstrap_mean
+
+    lines = [f"{len(records)} seed(s); valid points against the fixed arm's same round, report half", ""]
+    rounds = sorted({row["round"] for rec in records for row in rec["rounds"]})
+    for k in rounds:
+        rows = [row for rec in records for row in rec["rounds"] if row["round"] == k]
+        names = sorted({n for row in rows for n in row["candidates"]})
+        lines += [
+            f"round {k}: chosen {', '.join(row['chosen'] for row in rows)}",
+            "| candidate | valid, mean [95 %] | optimal, mean [95 %] |",
+            "|---|---|---|",
+        ]
+        picked = {n: [row["candidates"][n] for row in rows if n in row["candidates"]] for n in names}
+        picked["oracle"] = [row["candidates"][row["chosen"]] for row in rows]
+        for name, cands in picked.items():
+            cells = [_mean_text(bootstrap_mean([_gain(c, m) for c in cands])) for m in ("valid", "optimal")]
+            lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _gain(candidate: dict[str, Any], metric: str) -> float:
+    return float(candidate["vs_fixed_report"][metric]["mean"])
+
+
+def _mean_text(b: dict[str, Any]) -> str:
+    interval = f" [{b['low']:+.2f}, {b['high']:+.2f}]" if b["low"] is not None else ""
+    return f"{b['mean']:+.2f}{interval}"
 
 
 def _scores(path: Path) -> dict[str, Any]:
