@@ -242,7 +242,7 @@ def _default_engineer_factory(
     if spec.kind == "fixed":
         return make_engineer("fixed", config=round0)
     if spec.kind == "random":
-        return make_engineer("random", seed=experiment.seeds.config)
+        return make_engineer("random", seed=experiment.seeds.round0)
     return make_engineer(spec.kind, **spec.options)  # threshold or learnability
 
 

@@ -226,14 +226,27 @@ class Seeds(_Model):
     """Every seed of the run, each in ``[0, 2**32)``; per-round seeds derive from these through
     SeedSequence tuples."""
 
-    config: int = Field(
-        default=0, ge=0, lt=SEED_LIMIT, description="Seed of the round-0 random default configuration."
+    config: int | None = Field(
+        default=0,
+        ge=0,
+        lt=SEED_LIMIT,
+        description="Seed of the round-0 random default configuration; null: the data seed, so that "
+        "`--seed N` also draws each seed's own starting configuration.",
     )
     data: int = Field(default=0, ge=0, lt=SEED_LIMIT, description="Base seed of each round's training data.")
     training: int = Field(default=0, ge=0, lt=SEED_LIMIT, description="Base seed of each round's training.")
     evaluation: int = Field(
         default=0, ge=0, lt=SEED_LIMIT, description="Sampling seed of evaluation and LLM engineers."
     )
+
+    @property
+    def round0(self) -> int:
+        """The seed round 0's random configuration is drawn with: ``config``, else the data seed.
+
+        >>> Seeds(config=None, data=3).round0, Seeds(data=3).round0
+        (3, 0)
+        """
+        return self.data if self.config is None else self.config
 
 
 class TrainingSettings(_Model):

@@ -2,8 +2,9 @@
 
 Round ``r``:
 
-1. ``config`` — round 0 uses the random default ``round0_config(seeds.config)``; a later round asks the
-   engineer, which reads the validation results of the rounds so far, and applies its projected proposal.
+1. ``config`` — round 0 uses the random default ``round0_config(seeds.round0)`` (``seeds.config``, else
+   the data seed); a later round asks the engineer, which reads the validation results of the rounds so
+   far, and applies its projected proposal.
 2. ``data`` — ``generate_round`` from the configuration, never drawing a validation or benchmark board.
 3. ``train`` — one training round (``training.learner``: GRPO by default, SFT on the solver's plans, or
    teach) from the previous round's checkpoint (round 0: the starting model).
@@ -124,7 +125,7 @@ class LoopRunner:
     def round0(self) -> RoundConfig:
         if self._round0 is None:
             self._round0 = round0_config(
-                self.exp.seeds.config,
+                self.exp.seeds.round0,
                 self.space,
                 num_agents=self.exp.num_agents,
                 num_samples=self.exp.samples_per_round,

@@ -72,7 +72,7 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
     d = loop.rd.round_dir(r)
     if r == 0:
         config = loop.round0
-        raw: Any = {"source": "round0 random default", "seed": loop.exp.seeds.config}
+        raw: Any = {"source": "round0 random default", "seed": loop.exp.seeds.round0}
         projection: dict[str, Any] = {
             "source": "round0",
             "raw": raw,
