@@ -50,13 +50,15 @@ class FixedAnswer:
         return [Completion(json.dumps(PROPOSAL)) for _ in conversations]
 
 
-def engineer_factory(experiment: Experiment, *, model: str | None, round: int, round0: Any) -> Any:
+def engineer_factory(
+    experiment: Experiment, *, model: str | None, round: int, round0: Any, seed: int | None = None
+) -> Any:
     if experiment.engineer.is_llm:
         from envengineer.engineer.engineers import LLMEngineer
 
         return LLMEngineer(FixedAnswer(), "fixed-answer", max_retries=experiment.engineer.retries)
     real = default_components().engineer_factory
-    return real(experiment, model=model, round=round, round0=round0)
+    return real(experiment, model=model, round=round, round0=round0, seed=seed)
 
 
 def trainer(model: Any, instances: Any, *, out_dir: Path, **_: Any) -> dict[str, Any]:

@@ -77,10 +77,20 @@ class Evaluator(Protocol):
 
 
 class EngineerFactory(Protocol):
-    """The engineer proposing round ``round``'s configuration; ``model``: the current checkpoint."""
+    """The engineer proposing round ``round``'s configuration; ``model``: the current checkpoint.
+
+    ``seed`` is passed only by ``engineer.screen`` (one per proposal): the sampling seed of an LLM engineer,
+    the base seed of the random one; the loop calls without it otherwise, so a factory may leave it out.
+    """
 
     def __call__(
-        self, experiment: Experiment, *, model: str | None, round: int, round0: RoundConfig
+        self,
+        experiment: Experiment,
+        *,
+        model: str | None,
+        round: int,
+        round0: RoundConfig,
+        seed: int | None = None,
     ) -> Any: ...
 
 
@@ -208,9 +218,15 @@ def release_shared_backend() -> None:
 
 
 def _default_engineer_factory(
-    experiment: Experiment, *, model: str | None, round: int, round0: RoundConfig
+    experiment: Experiment,
+    *,
+    model: str | None,
+    round: int,
+    round0: RoundConfig,
+    seed: int | None = None,
 ) -> Any:
-    """The engineer of the experiment; ``model`` is the current checkpoint (used by ``self``)."""
+    """The engineer of the experiment; ``model`` is the current checkpoint (used by ``self``); ``seed``
+    (a screen's proposal) replaces the round's sampling seed, and the random engineer's base seed."""
     from envengineer.engineer.engineers import make_engineer
 
     spec = experiment.engineer
@@ -220,7 +236,7 @@ def _default_engineer_factory(
         "max_new_tokens": spec.max_new_tokens,
         "max_retries": spec.retries,
         "constrained": spec.constrained,
-        "seed": round_seed(experiment.seeds.evaluation, "engineer", round),
+        "seed": round_seed(experiment.seeds.evaluation, "engineer", round) if seed is None else seed,
     }
     if spec.kind == "openai":
         options: dict[str, Any] = {
@@ -242,7 +258,7 @@ def _default_engineer_factory(
     if spec.kind == "fixed":
         return make_engineer("fixed", config=round0)
     if spec.kind == "random":
-        return make_engineer("random", seed=experiment.seeds.round0)
+        return make_engineer("random", seed=experiment.seeds.round0 if seed is None else seed)
     return make_engineer(spec.kind, **spec.options)  # threshold or learnability
 
 

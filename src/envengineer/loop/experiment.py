@@ -27,6 +27,7 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -36,6 +37,7 @@ from envengineer.loop.context_settings import ContextSettings
 from envengineer.loop.overrides import deep_merge
 from envengineer.loop.overrides import parse_override as parse_override  # re-exported: read with the files
 from envengineer.loop.overrides import set_dotted as set_dotted
+from envengineer.loop.screen_settings import ScreenSettings, screen_problem
 from envengineer.mapf.config import format_validation_error, read_yaml
 from envengineer.training.teach import TeachSettings
 from envengineer.yamlio import brief
@@ -117,9 +119,16 @@ class EngineerSettings(_Model):
         description="Kind-specific options (threshold and learnability only: upper, lower, step, levels, "
         "floor, momentum, metric).",
     )
+    screen: ScreenSettings | None = Field(
+        default=None,
+        description="Ask several proposals per round and keep the one whose boards the current policy finds "
+        "most learnable (a probe of proposals x boards answers). None: one proposal, as in the paper.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> EngineerSettings:
+        if problem := screen_problem(self.kind, self.screen):
+            raise ValueError(problem)
         if self.kind == "openai" and not (self.base_url and self.model):
             raise ValueError(
                 "engineer kind 'openai' needs base_url and model (and api_key_env for hosted APIs)"
@@ -129,6 +138,13 @@ class EngineerSettings(_Model):
                 f"base_url and api_key_env apply to engineer kind 'openai' only, not {self.kind!r}"
             )
         return self
+
+    @pydantic.model_serializer(mode="wrap")
+    def _dump(self, handler: pydantic.SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.screen is None:  # off: a run's experiment.yaml stays what it was before the screen existed
+            data.pop("screen", None)
+        return data
 
     @property
     def is_llm(self) -> bool:

@@ -10,6 +10,8 @@ from typing import Any
 from envengineer.errors import ConfigError
 from envengineer.loop.records import field_of, to_jsonable
 from envengineer.loop.rundir import atomic_write_json, atomic_write_text
+from envengineer.loop.stages.screen import Proposal, choose
+from envengineer.loop.stages.screen import paths as screen_paths
 from envengineer.loop.state import Loop, RoundState
 from envengineer.mapf.config import RoundConfig
 
@@ -86,18 +88,9 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
     else:
         from envengineer.engineer.proposal import repeats_one_setting
 
-        decision = ask_engineer(loop, r)
-        record = decision.to_dict() if hasattr(decision, "to_dict") else to_jsonable(decision)
-        config = field_of(decision, "config")
-        if not isinstance(config, RoundConfig):
-            config = RoundConfig.model_validate(config)
-        if (config.num_agents, config.num_samples) != (loop.exp.num_agents, loop.exp.samples_per_round):
-            raise ConfigError(
-                f"round {r}: the engineer changed num_agents/num_samples, which the experiment "
-                "sets; fix the engineer (projection keeps them)"
-            )
+        proposal, screened = propose_round(loop, r)
+        record, config, bounded = proposal.record, proposal.config, proposal.bounded
         raw = record.get("raw_proposal")
-        config, bounded = bound_move(loop, r, config)
         state.source = f"engineer:{loop.exp.engineer.kind}"
         projection = {
             "source": state.source,
@@ -113,6 +106,8 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
         }
         if bounded is not None:
             projection["trust_region"] = bounded
+        if screened is not None:
+            projection["screened"] = screened
         write_engineer(d / "engineer", record)
         state.rationale = record.get("rationale")
         info = {
@@ -122,6 +117,8 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
             "changes": len(projection["changes"]),
             "seconds": record.get("seconds"),
         }
+        if screened is not None:
+            info["screen_chosen"] = screened["chosen"]
     atomic_write_json(d / "proposal.raw.json", raw)
     atomic_write_json(d / "projection.json", projection)
     atomic_write_text(d / "config.applied.yaml", config.to_yaml())
@@ -129,7 +126,35 @@ def run(loop: Loop, state: RoundState) -> tuple[dict[str, Any], dict[str, Any]]:
     paths: dict[str, Any] = {"config": d / "config.applied.yaml", "projection": d / "projection.json"}
     if (d / "engineer" / "rationale.txt").exists():  # read back on resume (the S module): hashed too
         paths["rationale"] = d / "engineer" / "rationale.txt"
+    if r > 0:
+        paths.update(screen_paths(loop, r))  # hashed by the ledger: a resume reuses only what it recorded
     return paths, info
+
+
+def propose_round(loop: Loop, r: int) -> tuple[Proposal, dict[str, Any] | None]:
+    """Round ``r``'s proposal: the engineer asked once, or with ``engineer.screen`` several times and the
+    candidate the probe finds most learnable kept (:mod:`envengineer.loop.stages.screen`), with
+    ``projection.json``'s ``screened`` entry (None without a screen)."""
+    if loop.exp.engineer.screen is None:
+        return propose(loop, r), None
+    return choose(loop, r, lambda seed: propose(loop, r, seed))
+
+
+def propose(loop: Loop, r: int, seed: int | None = None) -> Proposal:
+    """One answer of the engineer for round ``r`` (``seed``: a screen's sampling seed), projected and within
+    the trust region."""
+    decision = ask_engineer(loop, r, seed)
+    record = decision.to_dict() if hasattr(decision, "to_dict") else to_jsonable(decision)
+    config = field_of(decision, "config")
+    if not isinstance(config, RoundConfig):
+        config = RoundConfig.model_validate(config)
+    if (config.num_agents, config.num_samples) != (loop.exp.num_agents, loop.exp.samples_per_round):
+        raise ConfigError(
+            f"round {r}: the engineer changed num_agents/num_samples, which the experiment "
+            "sets; fix the engineer (projection keeps them)"
+        )
+    config, bounded = bound_move(loop, r, config)
+    return Proposal(record, config, bounded)
 
 
 def bound_move(loop: Loop, r: int, config: RoundConfig) -> tuple[RoundConfig, dict[str, Any] | None]:
@@ -167,10 +192,11 @@ def load(loop: Loop, state: RoundState, entry: Any) -> None:
     state.rationale = rationale.read_text(encoding="utf-8").strip() if rationale.exists() else None
 
 
-def ask_engineer(loop: Loop, r: int) -> Any:
+def ask_engineer(loop: Loop, r: int, seed: int | None = None) -> Any:
     prev = loop.rounds[r - 1]
     current_model = prev.checkpoint
-    engineer = loop.comps.engineer_factory(loop.exp, model=current_model, round=r, round0=loop.round0)
+    kw = {} if seed is None else {"seed": seed}  # without a screen, the factory's own seed, as always
+    engineer = loop.comps.engineer_factory(loop.exp, model=current_model, round=r, round0=loop.round0, **kw)
     request = build_request(loop, r)
     decision = engineer.propose(request)
     if field_of(decision, "config", None) is None:
