@@ -40,6 +40,8 @@ ENGINEERS = {
     "learnability": "experiments/cpu/policy-baseline-learnability.yaml",
     "random": "experiments/cpu/policy-baseline-random.yaml",
     "llm": "experiments/cpu/policy-main-llm.yaml",
+    "llm-probe": "experiments/cpu/policy-main-llm-probe.yaml",
+    "random-probe": "experiments/cpu/policy-baseline-random-probe.yaml",
 }
 
 
