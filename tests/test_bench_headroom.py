@@ -32,3 +32,4 @@ def test_the_oracle_is_the_chosen_candidate_of_each_seed() -> None:
     # the oracle takes +2.0 from seed 0 and 0.0 from seed 1: mean +1.00, resampled means 0, 1 or 2
     assert "| oracle | +1.00 [+0.00, +2.00] | +0.00 [+0.00, +0.00] |" in text
     assert "| climb | +0.50 [-1.00, +2.00] |" in text
+    assert "| hindsight | +1.00 [+0.00, +2.00] |" in text  # the best on the report half: climb, then fixed
