@@ -25,7 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "A stopped branch set resumes with the same command.",
     )
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run that finished every stage before K")
-    p.add_argument("--round", dest="round_index", type=nonneg_int, required=True, metavar="K")
+    p.add_argument(
+        "--round",
+        dest="round_index",
+        type=nonneg_int,
+        required=True,
+        metavar="K",
+        help="the round to train again (the run must have finished every stage before it)",
+    )
     p.add_argument(
         "--config",
         action="append",
