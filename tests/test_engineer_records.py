@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -14,26 +13,11 @@ from hypothesis import strategies as st
 from envengineer.engineer import EngineerRequest, LLMEngineer
 from envengineer.engineer.decision import jsonable
 from envengineer.mapf.config import ConfigSpace, round0_config
+from test_engineers import FakeCompletion, FakeParams
 
 SPACE = ConfigSpace(sizes=(3, 4, 5, 6))
 GOOD = '"3": {"data_ratio": 1, "hole_ratio": 0.1, "wait_ratio": 0.2}'
 HEX = "0x" + "F" * 5000  # a YAML int of about 6,000 decimal digits: str() refuses it
-
-
-@dataclass(frozen=True)
-class _Params:
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_new_tokens: int = 512
-    seed: int = 0
-    json_schema: dict | None = None
-
-
-@dataclass(frozen=True)
-class _Completion:
-    text: str
-    completion_tokens: int | None = None
-    error: str | None = None
 
 
 class _Backend:
@@ -44,8 +28,8 @@ class _Backend:
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def generate(self, conversations: Sequence[Any], params: Any) -> list[_Completion]:
-        return [_Completion(self.text) for _ in conversations]
+    def generate(self, conversations: Sequence[Any], params: Any) -> list[FakeCompletion]:
+        return [FakeCompletion(self.text) for _ in conversations]
 
 
 HOSTILE = {
@@ -92,7 +76,7 @@ def strict_round_trip(record: Any) -> Any:
 
 def decide(answer: str) -> Any:
     request = EngineerRequest(round_index=0, config=round0_config(0), report=None, space=SPACE)
-    return LLMEngineer(_Backend(answer), "self", _Params(), max_retries=1).propose(request)
+    return LLMEngineer(_Backend(answer), "self", FakeParams(), max_retries=1).propose(request)
 
 
 @pytest.mark.parametrize("answer", list(HOSTILE.values()), ids=list(HOSTILE))

@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 from envengineer.models.small_policy import init_policy
 from envengineer.training import teach as teach_module
 from envengineer.training.teach import TeachSettings, teach, teach_round
+from test_policy_folder import SOLVED
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +120,7 @@ def test_teach_checks_its_output_folder_and_model_before_any_work(tmp_path, caps
     from envengineer.cli import main
 
     monkeypatch.chdir(tmp_path)
-    Path("one.jsonl").write_text(json.dumps(boards_json()) + "\n")
+    Path("one.jsonl").write_text(json.dumps(dict(SOLVED)) + "\n")
     Path("afile").write_text("")
     t0 = time.perf_counter()
     assert main(["teach", "--model", "x", "--instances", "one.jsonl", "--out", "afile"]) == 2
@@ -128,15 +129,3 @@ def test_teach_checks_its_output_folder_and_model_before_any_work(tmp_path, caps
     err = capsys.readouterr().err
     assert "missing_folder: no such folder" in err and "huggingface.co" not in err, err
     assert time.perf_counter() - t0 < 20  # no roll-in, no hub lookup
-
-
-def boards_json() -> dict:
-    return {
-        "id": "a",
-        "grid": ["...", "...", "..."],
-        "starts": [[0, 0], [0, 2]],
-        "goals": [[0, 2], [0, 0]],
-        "optimal_soc": 6,
-        "optimal_makespan": 4,
-        "shortest_sum": 4,
-    }
