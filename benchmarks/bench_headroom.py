@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from envengineer.loop.branch import BranchSpec, half_of, run_branches
+from envengineer.loop.branch import BranchSpec, on_half, rates, run_branches
 from envengineer.loop.report_data import paired_gain
 from envengineer.loop.rundir import read_json
 
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             row["candidates"][name] = {
                 "select": _rate(scores, "select"),
                 "report": _rate(scores, "report"),
-                "vs_fixed_report": paired_gain(_half(fixed_k, "report"), _half(scores, "report")),
+                "vs_fixed_report": paired_gain(on_half(fixed_k, "report"), on_half(scores, "report")),
             }
         rows.append(row)
         if chosen != "fixed" or not first:
@@ -149,13 +149,8 @@ def _scores(path: Path) -> dict[str, Any]:
     return read_json(path)
 
 
-def _half(scores: dict[str, Any], half: str) -> dict[str, Any]:
-    return {"verdicts": [v for v in scores["verdicts"] if half_of(str(v["id"])) == half]}
-
-
 def _rate(scores: dict[str, Any], half: str) -> float:
-    rows = _half(scores, half)["verdicts"]
-    return round(100.0 * sum(bool(v.get("valid")) for v in rows) / max(1, len(rows)), 2)
+    return rates(scores)[half]["valid"]
 
 
 def _table(row: dict[str, Any]) -> str:

@@ -205,7 +205,7 @@ def run_branches(
         "source": str(src.root),
         "experiment": exp.name,
         "round": k,
-        "own": _rates(own) if own is not None else None,
+        "own": rates(own) if own is not None else None,
         "branches": [_summary(r, own) for r in results],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -371,7 +371,7 @@ def _own_round(src: RunDir, k: int) -> dict[str, Any] | None:
     return scores
 
 
-def _rates(scores: dict[str, Any]) -> dict[str, Any]:
+def rates(scores: dict[str, Any]) -> dict[str, Any]:
     """Overall, per-size and per-half valid and optimal rates (percent) of a validation's verdicts."""
     rows = [v for v in scores.get("verdicts") or [] if isinstance(v, dict) and "id" in v]
     out: dict[str, Any] = {"all": _pct(rows)}
@@ -401,13 +401,14 @@ def _summary(result: dict[str, Any], own: dict[str, Any] | None) -> dict[str, An
 
     scores = result["scores"]
     out = {k: result[k] for k in ("name", "kind", "folder", "config")}
-    out.update(_rates(scores))
+    out.update(rates(scores))
     if own is not None:
         out["vs_own"] = {"all": paired_gain(own, scores)}
         for half in ("select", "report"):
-            out["vs_own"][half] = paired_gain(_only(own, half), _only(scores, half))
+            out["vs_own"][half] = paired_gain(on_half(own, half), on_half(scores, half))
     return out
 
 
-def _only(scores: dict[str, Any], half: str) -> dict[str, Any]:
+def on_half(scores: dict[str, Any], half: str) -> dict[str, Any]:
+    """``scores`` cut to the verdicts of one half of the boards (:func:`half_of`)."""
     return {"verdicts": [v for v in scores.get("verdicts") or [] if half_of(str(v.get("id"))) == half]}
