@@ -47,13 +47,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_solver import _warm_up, add_board_options, sample_board
 from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.benchmark import draw_subset, load_benchmark
 from envengineer.mapf.instance import Cell, Instance
 from envengineer.mapf.policies import paths_to_actions
 from envengineer.mapf.solver import solve
 from envengineer.mapf.validator import validate_plan
+from solver_boards import add_board_options, sample_board, warm_up
 
 #: The peer's time limit on a board ours proves to have no plan (CBS can only search until it stops).
 UNSOLVABLE_CUTOFF = 2.0
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.warmup < 0:
         ap.error(f"--warmup must be 0 or more, not {args.warmup}")
 
-    _warm_up(args)
+    warm_up(args)
     boards = _boards(args)
     # ours on every board first, as bench_solver.py times them (no other process between two boards)
     ours = [_ours(b.grid, b.starts, b.goals, args.node_budget) for b in boards]

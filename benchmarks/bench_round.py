@@ -2,11 +2,12 @@
 
 Continues the packaged trainee (``policy:trainee``, or ``--model``) for ``--steps`` supervised steps on the
 solver's plans of fresh boards (``--agents``, ``--sizes``; hole ratio 0.25, half the boards needing a wait)
-at ``--lr`` with ``sft-small``'s other settings, then answers held-out two- and three-agent boards of sizes
-3-10 greedily (``bench_grpo.held_out``: ``--per-cell`` per size and wait subset, the same boards for every
-setting, none seen in training) and prints valid rates per size, over sizes 3-8 (the trainee's own) and
-9-10 (sizes it never saw). ``--steps 0`` scores the trainee itself; ``table`` puts several records side by
-side with each one's paired difference to the first (a 95 % bootstrap interval over the boards).
+with the packaged ``sft-round`` preset at ``--lr`` (its own 3e-4 by default), then answers held-out two- and
+three-agent boards of sizes 3-10 greedily (``common.held_out``: ``--per-cell`` per size and wait subset, the
+same boards for every setting, none seen in training) and prints valid rates per size, over sizes 3-8 (the
+trainee's own) and 9-10 (sizes it never saw). ``--steps 0`` scores the trainee itself; ``table`` puts
+several records side by side with each one's paired difference to the first (a 95 % bootstrap interval over
+the boards, :func:`envengineer.loop.intervals.paired_board_gain`).
 
 Usage::
 
@@ -29,8 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from bench_grpo import answer, held_out
-from bench_warm_start import score, training_boards
+from common import answer, held_out, size_rates, training_boards
 
 EVAL_AGENTS = (2, 3)
 TOKENS = 640  # a free-moves answer of three agents on 10x10 fits
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, instances in sets.items():
         t = time.perf_counter()
         texts = answer(model, instances, TOKENS)
-        by_size = score(instances, texts)["by_size"]
+        by_size = size_rates(instances, texts)["by_size"]
         flags = [int(validate(i, x).valid) for i, x in zip(instances, texts, strict=True)]
         record[str(k)] = {
             "valid": round(100 * float(np.mean(flags)), 1),
@@ -86,14 +86,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def supervised(model: str, train: list, args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    """``sft-small`` at ``--lr`` with 10 warm-up steps for ``--steps`` steps, as an ``sft-round`` round."""
+def round_preset(lr: float) -> dict[str, Any]:
+    """The packaged ``sft-round`` preset (``sft-small``'s settings at 3e-4 with 10 warm-up steps, targets of
+    up to 640 tokens as :data:`TOKENS`) at the peak learning rate ``lr``."""
     from envengineer.training.presets import load_preset
+
+    preset = load_preset("sft-round", "sft").model_dump(mode="json")
+    preset["sft"]["learning_rate"] = lr
+    return preset
+
+
+def supervised(model: str, train: list, args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """An ``sft-round`` round at ``--lr`` (:func:`round_preset`) for ``--steps`` steps."""
     from envengineer.training.sft import sft
 
-    preset = load_preset("sft-small", "sft").model_dump(mode="json")
-    preset["max_completion_length"] = TOKENS
-    preset["sft"].update(learning_rate=args.lr, warmup_steps=10, disable_tqdm=True)
+    preset = round_preset(args.lr)
     out = Path(tempfile.mkdtemp(prefix="bench-round-"))
     result = sft(model, train, out_dir=out, preset=preset, seed=args.seed, max_steps=args.steps)
     print(f"# {result.steps} steps in {result.seconds / 60:.1f} min", flush=True)
@@ -109,7 +116,7 @@ def summary(rec: dict[str, Any]) -> str:
 
 def table(paths: list[Path]) -> int:
     """Markdown rows: each record's valid rates, and its paired difference to the first record's."""
-    from envengineer.loop.intervals import bootstrap_mean
+    from envengineer.loop.intervals import paired_board_gain
 
     base = json.loads(paths[0].read_text())
     head = "| setting | 2 agents valid % (3-8 · 9-10) | 3 agents valid % (3-8 · 9-10) | both, to the first |"
@@ -126,7 +133,7 @@ def table(paths: list[Path]) -> int:
             )
         mine = [f for k in EVAL_AGENTS for f in rec[str(k)]["flags"]]
         theirs = [f for k in EVAL_AGENTS for f in base[str(k)]["flags"]]
-        gain = bootstrap_mean([100.0 * (m - t) for m, t in zip(mine, theirs, strict=True)])
+        gain = paired_board_gain(theirs, mine)
         a = rec["args"]
         name = "no training"
         if a["steps"] != "0":

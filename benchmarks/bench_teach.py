@@ -40,12 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from bench_grpo import answer, paired_gain
-from bench_warm_start import held_out_sets, score, training_boards
+from common import answer, diagnostic, held_out_sets, size_rates, training_boards
+from envengineer.loop.intervals import paired_seed_gain
 from envengineer.mapf.instance import Instance
-from envengineer.mapf.prompt import build_messages
 from envengineer.mapf.validator import validate
-from envengineer.training.dataset import target_response
 from envengineer.training.teach import TeachSettings, teach, written_plan
 
 CONFLICTS = ("vertex_conflict", "swap_conflict")
@@ -182,8 +180,8 @@ def guided_grpo(args: argparse.Namespace, model: str, train: list[Instance], out
     in every group without an optimal sample) on the same fresh boards, one a prompt. GRPO's trainer takes
     no wall-time stop here, so the run is sized in steps: ``--max-steps``, else the steps ``--minutes``
     allow on 2 idle cores (6.5 s a step, measured); its seconds are recorded beside them."""
-    from bench_grpo import per_step, variant_preset
     from envengineer.training.grpo import train_round
+    from grpo_runs import per_step, variant_preset
 
     steps = args.max_steps or int(60 * args.minutes / 6.5)
     preset = variant_preset("preset", steps, args.max_new_tokens)
@@ -197,7 +195,7 @@ def guided_grpo(args: argparse.Namespace, model: str, train: list[Instance], out
 
 def describe(instances: list[Instance], texts: list[str]) -> dict[str, Any]:
     """Rates, failures, conflicts among failures, answer lines that do not copy their scratchpad."""
-    rec = score(instances, texts)
+    rec = size_rates(instances, texts)
     failures = Counter(
         v.failure for v in (validate(i, t) for i, t in zip(instances, texts, strict=True)) if not v.valid
     )
@@ -217,71 +215,6 @@ def describe(instances: list[Instance], texts: list[str]) -> dict[str, Any]:
     return rec
 
 
-def diagnostic(checkpoint: str, instances: list[Instance], texts: list[str], budget: int) -> dict[str, Any]:
-    """Free answers split by whether their first scratchpad line is the solver's, and the answers with the
-    solver's first line written in (the policy continues from there, greedily)."""
-    from envengineer.models.small_policy import policy_format_of
-
-    fmt = policy_format_of(checkpoint)
-    target = fmt.scratchpad if fmt is not None else "solver"
-    solver_first = [_first_line(target_response(i, target)) for i in instances]
-    own_first = [_first_line(t) for t in texts]
-    same = [a == b for a, b in zip(own_first, solver_first, strict=True)]
-    given = _continue(checkpoint, instances, solver_first, budget)
-
-    def part(mask: list[bool], answers: list[str]) -> dict[str, Any]:
-        chosen = [(i, t) for i, t, m in zip(instances, answers, mask, strict=True) if m]
-        verdicts = [validate(i, t) for i, t in chosen]
-        return {
-            "boards": len(chosen),
-            "valid": round(100 * float(np.mean([v.valid for v in verdicts])), 1) if chosen else None,
-            "optimal": round(100 * float(np.mean([v.optimal for v in verdicts])), 1) if chosen else None,
-            "failures": dict(Counter(v.failure for v in verdicts if not v.valid).most_common()),
-        }
-
-    everyone = [True] * len(instances)
-    return {
-        "free": part(everyone, texts),
-        "first_line_given": part(everyone, given),
-        "own_first_line_is_solver_s": part(same, texts),
-        "own_first_line_differs": part([not s for s in same], texts),
-    }
-
-
-def _first_line(text: str) -> str:
-    """The text up to and including the end of the first scratchpad line."""
-    at = text.find("\nA1")
-    return text[: at + 1] if at >= 0 else text
-
-
-def _continue(checkpoint: str, instances: list[Instance], prefixes: list[str], budget: int) -> list[str]:
-    """Greedy answers that begin with ``prefixes`` (written in after the prompt)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from envengineer.models.hf import HFBackend
-
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
-    backend = HFBackend.from_model(model, tokenizer)
-    out: list[str] = []
-    for lo in range(0, len(instances), 64):
-        chunk = list(zip(instances[lo : lo + 64], prefixes[lo : lo + 64], strict=True))
-        texts = [backend.render(build_messages(i, style="compact")) + p for i, p in chunk]
-        enc = tokenizer(
-            texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
-        )
-        with torch.inference_mode():
-            gen = model.generate(
-                **enc, max_new_tokens=budget, do_sample=False, pad_token_id=tokenizer.pad_token_id
-            )
-        rows = gen[:, enc["input_ids"].shape[1] :]
-        out += [
-            p + tokenizer.decode(r, skip_special_tokens=True) for (_, p), r in zip(chunk, rows, strict=True)
-        ]
-    return out
-
-
 def table(files: list[Path]) -> int:
     """``table BEFORE.json AFTER.json...``: the gain of the runs (one per seed) over the first record on
     every held-out set, paired board by board, mean over seeds with its 95 % bootstrap interval."""
@@ -289,7 +222,7 @@ def table(files: list[Path]) -> int:
     for k in before["sets"]:
         cells = []
         for flag in ("valid_flags", "optimal_flags"):
-            g = paired_gain(
+            g = paired_seed_gain(
                 [before["sets"][k][flag]] * len(after),
                 [a["sets"][k][flag] for a in after],
                 shared_boards=True,

@@ -34,18 +34,13 @@ import os
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench_grpo import answer, held_out  # greedy answers in batches of 64; the held-out sets
-from envengineer.mapf.config import RoundConfig
-from envengineer.mapf.generator import generate_cell, generate_round
-from envengineer.mapf.instance import Instance
+from common import answer, diagnostic, held_out_sets, size_rates, training_boards, wait_ratio
 from envengineer.mapf.policies import respond
-from envengineer.mapf.validator import validate
 from envengineer.models.small_policy import DEFAULT_FORMAT, POLICY_FORMATS, init_policy
 from envengineer.training.presets import load_preset
 
@@ -126,11 +121,6 @@ def source_commit() -> str:
     return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
-def held_out_sets(agents: list[int], per_cell: int, max_size: int) -> dict[int, list[Instance]]:
-    """The held-out sets by agent count, sizes 3..max_size, disjoint from the benchmark (``bench_grpo``'s)."""
-    return {k: held_out(per_cell, agents=k, max_size=max_size) for k in agents}
-
-
 def hole_ratio(text: str) -> float | None:
     """``--holes``: a ratio in [0, 1), or ``uniform`` (None: every board draws its own in [0, 0.5]).
 
@@ -145,15 +135,6 @@ def hole_ratio(text: str) -> float | None:
     return ratio
 
 
-def wait_ratio(agents: int) -> float:
-    """The training boards' wait ratio for ``agents`` agents: one agent never needs to wait.
-
-    >>> wait_ratio(1), wait_ratio(3)
-    (0.0, 0.5)
-    """
-    return 0.5 if agents > 1 else 0.0
-
-
 def training_versions() -> dict[str, str]:
     """The versions that train: python, envengineer, torch, transformers and trl (``missing`` when absent)."""
     import platform
@@ -166,82 +147,6 @@ def training_versions() -> dict[str, str]:
         except PackageNotFoundError:
             out[name] = "missing"
     return out
-
-
-def training_boards(
-    agents: list[int],
-    sizes: list[int],
-    samples: int,
-    seed: int,
-    exclude: frozenset[str],
-    holes: float | None = 0.25,
-) -> list[Instance]:
-    """``samples`` boards, agent counts in equal shares; ``holes=None``: each board its own hole ratio."""
-    train: list[Instance] = []
-    for k, a in enumerate(agents):
-        agent_seed = np.random.SeedSequence((seed, k)).generate_state(1)[0].item()
-        hole = 0.25 if holes is None else holes  # with None, uniform_holes draws each board's instead
-        config = RoundConfig.model_validate(
-            {
-                "sizes": {
-                    n: {"data_ratio": 1.0, "hole_ratio": hole, "wait_ratio": wait_ratio(a)} for n in sizes
-                },
-                "num_agents": a,
-                "num_samples": samples // len(agents),
-            }
-        )
-        if holes is None:
-            train += uniform_holes(config, agent_seed, exclude)
-        else:
-            train += generate_round(config, agent_seed, split="train", exclude=exclude)
-    np.random.default_rng(seed).shuffle(train)  # mix agent counts within every batch
-    return train
-
-
-def uniform_holes(config: RoundConfig, seed: int, exclude: frozenset[str]) -> list[Instance]:
-    """The boards :func:`generate_round` draws for ``config`` (its counts and waits per size), but each
-    with its own hole ratio in [0, 0.5], the benchmark's rule (:func:`generate_cell` with no ratio)."""
-    boards: list[Instance] = []
-    for size, (count, wait_count) in config.allocation().items():
-        boards += generate_cell(
-            num_agents=config.num_agents,
-            size=size,
-            count=count,
-            wait_count=wait_count,
-            seed=seed,
-            split="train",
-            exclude=exclude,
-            unique=False,
-        )
-    return boards
-
-
-def score(instances: list[Instance], texts: list[str]) -> dict[str, Any]:
-    """Valid / optimal rates and failure categories, per size and over the headline sizes 3-8."""
-    by_size: dict[int, dict[str, Any]] = {}
-    for n in sorted({i.size for i in instances}):
-        verdicts = [validate(i, t) for i, t in zip(instances, texts, strict=True) if i.size == n]
-        by_size[n] = {
-            "boards": len(verdicts),
-            "valid": round(100 * sum(v.valid for v in verdicts) / len(verdicts), 1),
-            "optimal": round(100 * sum(v.optimal for v in verdicts) / len(verdicts), 1),
-            "failures": dict(Counter(v.failure for v in verdicts if not v.valid).most_common()),
-        }
-
-    def pooled(sizes: range) -> dict[str, float]:
-        rows = [by_size[n] for n in sizes if n in by_size]
-        boards = sum(r["boards"] for r in rows)
-        return {
-            key: round(sum(r[key] * r["boards"] for r in rows) / boards, 1) if boards else float("nan")
-            for key in ("valid", "optimal")
-        }
-
-    return {
-        "sizes_3_8": pooled(range(3, 9)),
-        "sizes_3_6": pooled(range(3, 7)),
-        "sizes_7_8": pooled(range(7, 9)),
-        "by_size": by_size,
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,17 +249,15 @@ def main(argv: list[str] | None = None) -> int:
         t1 = time.perf_counter()
         texts = answer(str(result.checkpoint), instances, preset["max_completion_length"])
         lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-        policy_score = score(instances, texts)
+        policy_score = size_rates(instances, texts)
         rng = np.random.default_rng(0)
-        greedy = score(instances, [respond("greedy", i, rng) for i in instances])
+        greedy = size_rates(instances, [respond("greedy", i, rng) for i in instances])
         record["sets"][k] = {
             "policy": policy_score,
             "greedy": greedy,
             "mean_completion_tokens": round(float(np.mean(lengths)), 1),
         }
-        if k == 2:  # the two causes apart: its own first line, and coordination (bench_teach.py)
-            from bench_teach import diagnostic
-
+        if k == 2:  # the two causes apart: its own first line, and coordination (common.diagnostic)
             diag = diagnostic(str(result.checkpoint), instances, texts, preset["max_completion_length"])
             record["sets"][k]["diagnostic"] = diag
             print(

@@ -1,7 +1,7 @@
 """Does a warm-started policy fail in its check or in following it? Its failures against its own scratchpad.
 
 For a policy of the ``free-moves``, ``joint-moves``, ``timed-joint`` or ``timed-checks`` format
-(docs/models.md), answers the held-out boards of ``--agents`` agents greedily (``bench_grpo.py``'s sets,
+(docs/models.md), answers the held-out boards of ``--agents`` agents greedily (``common.held_out``'s sets,
 sizes 3-8) and sorts every invalid answer by the validator's failure and by what its scratchpad shows,
 reading it in order up to the first word that differs from what the solver's target would write there:
 
@@ -29,7 +29,7 @@ from collections import Counter
 from itertools import pairwise
 from pathlib import Path
 
-from bench_grpo import answer, held_out  # greedy answers in batches of 64; the held-out sets
+from common import answer, held_out  # greedy answers in batches of 64; the held-out sets
 from envengineer.mapf.instance import Instance
 from envengineer.mapf.validator import validate
 from envengineer.models import policy_formats

@@ -97,7 +97,7 @@ def held_out_rates(sets: dict[str, Any]) -> dict[str, Any]:
 
 def answer_checks(folder: Path) -> list[dict[str, Any]]:
     """A few held-out boards of each agent count, with the packaged weights' greedy answers."""
-    from bench_grpo import answer, held_out
+    from common import answer, held_out
     from envengineer.mapf.validator import validate
 
     boards = [b for k in (1, 2, 3) for b in held_out(1, agents=k, max_size=5)[:CHECKS_PER_COUNT]]

@@ -13,7 +13,7 @@ import pytest
 
 from envengineer.mapf.solver import solve
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the scripts import each other
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the scripts' library
 bench = importlib.import_module("bench_peer")
 
 # A stand-in for CBSH2-RTC's `cbs`: reads the .map and .scen it is given, answers with our solver, and

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the scripts import each other
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the scripts' library
 bench = importlib.import_module("bench_round")
 
 
@@ -47,3 +47,17 @@ def test_table_pairs_boards_with_the_first_record(tmp_path: Path, capsys: pytest
 def test_summary_splits_the_trainees_sizes_from_the_new_ones() -> None:
     rec = {"valid": 30.0, "by_size": {str(n): (60.0 if n < 9 else 0.0) for n in range(3, 11)}}
     assert bench.summary(rec).startswith("valid 30.0 (sizes 3-8 60.0, 9-10 0.0)")
+
+
+def test_the_round_trains_with_the_packaged_sft_round_preset() -> None:
+    """``sft-round`` read from the package is the ``sft-small`` + overrides the script built before: every
+    setting the same, only the preset's description differs; ``--lr`` still sets the rate."""
+    from envengineer.training.presets import load_preset
+
+    rebuilt = load_preset("sft-small", "sft").model_dump(mode="json")
+    rebuilt["max_completion_length"] = bench.TOKENS
+    rebuilt["sft"].update(learning_rate=3e-4, warmup_steps=10, disable_tqdm=True)
+    packaged = bench.round_preset(3e-4)
+    assert packaged == {**rebuilt, "description": packaged["description"]}
+    assert packaged["description"] != rebuilt["description"]
+    assert bench.round_preset(1e-4)["sft"] == {**packaged["sft"], "learning_rate": 1e-4}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
 import sys
@@ -14,10 +15,11 @@ import pytest
 from envengineer.mapf.config import RoundConfig
 
 _DIR = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(_DIR))  # the script imports bench_grpo, its neighbour
+sys.path.insert(0, str(_DIR))  # the script imports common, the scripts' library beside it
 _spec = importlib.util.spec_from_file_location("bench_warm_start", _DIR / "bench_warm_start.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
+common = importlib.import_module("common")  # the training boards: common.training_boards, uniform_holes
 
 
 def holes(inst) -> int:
@@ -47,21 +49,21 @@ def config(agents: int, sizes: list[int], count: int) -> RoundConfig:
 
 
 def test_uniform_holes_spreads_the_ratio_like_the_benchmark() -> None:
-    boards = bench.uniform_holes(config(2, [3, 4, 8], 10), seed=3, exclude=frozenset())
+    boards = common.uniform_holes(config(2, [3, 4, 8], 10), seed=3, exclude=frozenset())
     # generate_round's counts: sizes in equal shares (the remainder to the first), half need a wait
     assert Counter(b.size for b in boards) == {3: 4, 4: 3, 8: 3}
     assert Counter((b.size, b.needs_wait) for b in boards)[(3, True)] == 2
     ratios = [holes(b) / b.size**2 for b in boards]
     assert all(0.0 <= r <= 0.5 for r in ratios)
     assert len({holes(b) for b in boards if b.size == 8}) > 1  # not one ratio for every board
-    one = bench.uniform_holes(config(1, [5], 6), seed=3, exclude=frozenset())
+    one = common.uniform_holes(config(1, [5], 6), seed=3, exclude=frozenset())
     assert not any(b.needs_wait for b in one)  # one agent never needs a wait
 
 
 def test_uniform_holes_keep_the_held_out_boards_out() -> None:
-    first = bench.uniform_holes(config(1, [3], 20), seed=0, exclude=frozenset())
+    first = common.uniform_holes(config(1, [3], 20), seed=0, exclude=frozenset())
     banned = frozenset(b.board_hash() for b in first[:5])
-    again = bench.uniform_holes(config(1, [3], 20), seed=0, exclude=banned)
+    again = common.uniform_holes(config(1, [3], 20), seed=0, exclude=banned)
     assert not banned & {b.board_hash() for b in again}
 
 

@@ -1,7 +1,11 @@
 """The package's house rules, read from the source with ``ast``: no import circle, no import from a higher
 layer, no file over 600 lines and no function over 80 (docs/architecture.md).
 
-Every ``import`` counts, also the lazy ones inside functions and those under ``TYPE_CHECKING``.
+Every ``import`` counts, also the lazy ones inside functions and those under ``TYPE_CHECKING``. The import
+rules also cover ``benchmarks/`` and ``scripts/`` (their files import each other by bare name, with
+``benchmarks/`` on ``sys.path``): no circle anywhere in the tree, the package never imports them, and no
+script (a file with a ``__main__`` block) is imported by another file: what several scripts share lives in
+the library modules of ``benchmarks/`` (``common.py`` and the like), which import no script.
 """
 
 from __future__ import annotations
@@ -9,7 +13,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+#: Folders of files run as scripts, beside the package; a file's module is ``folder.stem``.
+TOOLS = ("benchmarks", "scripts")
 
 #: The layers, lowest first. A module may import its own layer and the ones below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -25,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("envengineer.sweep",),  # runs x seeds over executors: above the loop, below the CLI
     ("envengineer.cli",),
     ("mapf_frozenlake",),
+    TOOLS,  # the benchmarks and scripts use the package; the package never uses them
 )
 
 MAX_FILE_LINES = 600
@@ -53,9 +61,29 @@ def modules() -> dict[str, tuple[Path, bool]]:
     return out
 
 
+def tool_modules() -> dict[str, tuple[Path, bool]]:
+    """The files of :data:`TOOLS` as modules ``benchmarks.bench_grpo``, ``scripts.package_trainee``, ..."""
+    return {
+        f"{folder}.{p.stem}": (p, False) for folder in TOOLS for p in sorted((ROOT / folder).glob("*.py"))
+    }
+
+
+def bare_names(mods: dict[str, tuple[Path, bool]]) -> dict[str, str]:
+    """What a bare ``import X`` of a :data:`TOOLS` file means: ``X`` -> ``benchmarks.X`` (the scripts put
+    ``benchmarks/`` on ``sys.path``), ``scripts.X`` for a name only ``scripts/`` has."""
+    out: dict[str, str] = {}
+    for name in mods:
+        folder, _, stem = name.partition(".")
+        if folder in TOOLS and "." not in stem:
+            out.setdefault(stem, name)
+    return out
+
+
 def imports(name: str, mods: dict[str, tuple[Path, bool]]) -> dict[str, int]:
-    """The package modules ``name`` imports, each with the first line that does."""
+    """The known modules (package, benchmarks, scripts) ``name`` imports, each with the first line that
+    does."""
     path, is_package = mods[name]
+    bare = bare_names(mods)
     found: dict[str, int] = {}
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         targets: list[str] = []
@@ -70,6 +98,9 @@ def imports(name: str, mods: dict[str, tuple[Path, bool]]) -> dict[str, int]:
                 module = node.module or ""
             targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in mods else module for a in node.names]
         for target in targets:
+            head, _, rest = target.partition(".")
+            if head not in mods and head in bare:
+                target = ".".join([bare[head], *([rest] if rest else [])])
             while target and target not in mods:
                 target = target.rpartition(".")[0]
             if target and target != name:
@@ -123,13 +154,48 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 
 def graph() -> dict[str, dict[str, int]]:
-    mods = modules()
+    """The whole tree's imports: the package's modules, ``benchmarks/`` and ``scripts/``."""
+    mods = {**modules(), **tool_modules()}
     return {name: imports(name, mods) for name in mods}
+
+
+def is_script(path: Path) -> bool:
+    """A file run as a program: it has an ``if __name__ == "__main__":`` block."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+            sides = [node.test.left, *node.test.comparators]
+            if any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides):
+                return True
+    return False
 
 
 def test_no_import_circle():
     found = cycles(graph())
     assert found == [], f"import circles: {found}"
+
+
+def test_the_package_never_imports_the_benchmarks_or_the_scripts():
+    used = [
+        f"{a} (line {line}) imports {b}"
+        for a, targets in graph().items()
+        if a.partition(".")[0] not in TOOLS
+        for b, line in targets.items()
+        if b.partition(".")[0] in TOOLS
+    ]
+    assert used == []
+
+
+def test_no_script_imports_another_script():
+    """What several scripts need lives in a library module of ``benchmarks/`` (no ``__main__`` block)."""
+    mods = tool_modules()
+    scripts = {name for name, (path, _) in mods.items() if is_script(path)}
+    used = [
+        f"{a} (line {line}) imports the script {b}"
+        for a, targets in graph().items()
+        for b, line in targets.items()
+        if b in scripts
+    ]
+    assert used == []
 
 
 def test_no_import_from_a_higher_layer():
@@ -149,6 +215,15 @@ def test_the_checks_see_a_circle_and_an_upward_import():
     mods = modules()
     assert imports("envengineer.loop.runner", mods)["envengineer.loop.stages.config"] > 0
     assert "envengineer.models.base" in imports("envengineer.models.registry", mods)
+    everything = {**mods, **tool_modules()}
+    assert "benchmarks.bench_grpo" in everything and "scripts.package_trainee" in everything
+    assert layer_of("benchmarks.bench_grpo") > layer_of("envengineer.cli.loop")
+    # a bare name of a benchmarks file, from a benchmark or a script, is that file
+    assert "benchmarks.common" in imports("benchmarks.bench_teach", everything)
+    assert "benchmarks.common" in imports("scripts.package_trainee", everything)
+    assert "envengineer.loop.intervals" in imports("benchmarks.bench_teach", everything)
+    assert is_script(ROOT / "benchmarks" / "bench_grpo.py")
+    assert not is_script(ROOT / "benchmarks" / "common.py")
 
 
 def test_no_file_over_the_limit():

@@ -11,7 +11,7 @@ from envengineer.mapf.instance import Instance
 from envengineer.training.dataset import target_response
 
 _DIR = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(_DIR))  # the script imports bench_grpo, its neighbour
+sys.path.insert(0, str(_DIR))  # the script imports common, the scripts' library beside it
 _spec = importlib.util.spec_from_file_location("scratchpad_checks", _DIR / "scratchpad_checks.py")
 checks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(checks)

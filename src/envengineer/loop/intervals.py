@@ -8,6 +8,11 @@ per seed) and a 95 % percentile-bootstrap interval: the seeds are resampled with
 each other arm's difference to the reference arm gets the same: both arms' seeds are resampled
 independently and the interval is that of the difference of the two resampled means. An arm of one seed
 has a mean and no interval (``None``): one run says nothing about the spread.
+
+The paired gains live here too, the one place the project resamples them: :func:`paired_board_gain` (one
+run against another on the same boards, board by board: ``envengineer report``'s gain over the starting
+model, the benchmarks' tables) and :func:`paired_seed_gain` (several seeds' runs against their starting
+points, over seeds and boards: the benchmarks' GRPO transfer and teaching tables).
 """
 
 from __future__ import annotations
@@ -66,6 +71,93 @@ def bootstrap_difference(
         mb = b[rng.integers(0, len(b), size=(resamples, len(b)))].mean(axis=1)
         out = _interval(len(a), mean, ma - mb)
     return {**out, "n_reference": len(b)}
+
+
+def paired_board_gain(
+    before: Sequence[float], after: Sequence[float], *, resamples: int = RESAMPLES, seed: int = SEED
+) -> dict[str, Any]:
+    """The mean gain ``after - before`` in points over boards paired by position (flags 0/1 or rates in
+    [0, 1]), with its 95 % percentile-bootstrap interval over the boards: :func:`bootstrap_mean` of the
+    boards' differences ``100 * (after - before)``.
+
+    >>> paired_board_gain([0, 1, 1, 0], [1, 1, 1, 0])
+    {'n': 4, 'mean': 25.0, 'low': 0.0, 'high': 75.0}
+    """
+    diffs = [100.0 * (a - b) for b, a in zip(before, after, strict=True)]
+    return bootstrap_mean(diffs, resamples=resamples, seed=seed)
+
+
+def paired_seed_gain(
+    before: Sequence[Sequence[float]],
+    after: Sequence[Sequence[float]],
+    *,
+    shared_boards: bool,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> dict[str, Any]:
+    """The mean gain ``after - before`` in points over seeds and boards, with a 95 % bootstrap interval.
+
+    ``before[s]`` and ``after[s]`` are seed ``s``'s per-board flags (0/1), paired by position. A seed's
+    gain is the mean of its boards' differences; the gain is the mean over seeds. Each resample draws the
+    seeds with replacement and the boards with replacement: with ``shared_boards`` (every seed scored the
+    same boards, the held-out sets) one draw of board indices serves all seeds, so a board's pairing holds
+    across them; otherwise (each seed's own training boards) each drawn seed draws its own boards. One
+    seed: no interval (``low``/``high`` None).
+
+    >>> g = paired_seed_gain([[0, 0, 1], [0, 0, 1]], [[1, 0, 1], [1, 1, 1]], shared_boards=True)
+    >>> g["per_seed"], g["mean"], g["warm_pct"], g["after_pct"]
+    ([33.33, 66.67], 50.0, 33.33, 83.33)
+    """
+    import numpy as np
+
+    diffs = [100 * (np.asarray(a, float) - np.asarray(b, float)) for b, a in zip(before, after, strict=True)]
+    per_seed = [float(d.mean()) for d in diffs]
+    out = {
+        "seeds": len(diffs),
+        "boards": [len(d) for d in diffs],
+        "warm_pct": round(100 * float(np.mean([np.mean(b) for b in before])), 2),
+        "after_pct": round(100 * float(np.mean([np.mean(a) for a in after])), 2),
+        "per_seed": [round(g, 2) for g in per_seed],
+        "mean": round(float(np.mean(per_seed)), 2),
+        "low": None,
+        "high": None,
+    }
+    if len(diffs) > 1:
+        rng = np.random.default_rng(seed)
+        means = (
+            _shared_resamples(diffs, resamples, rng)
+            if shared_boards
+            else _own_resamples(diffs, resamples, rng)
+        )
+        low, high = np.percentile(means, [(100 - LEVEL) / 2, 100 - (100 - LEVEL) / 2])
+        out.update(low=round(float(low), 2), high=round(float(high), 2))
+    return out
+
+
+def _shared_resamples(diffs: list[Any], resamples: int, rng: Any) -> Any:
+    """Resampled gains: seeds drawn, and one board draw for all of them (as counts per seed and board)."""
+    import numpy as np
+
+    d = np.stack(diffs)  # seeds x boards
+    seeds, boards = d.shape
+    w_seed = rng.multinomial(seeds, np.full(seeds, 1 / seeds), size=resamples) / seeds
+    w_board = rng.multinomial(boards, np.full(boards, 1 / boards), size=resamples) / boards
+    return ((w_seed @ d) * w_board).sum(axis=1)
+
+
+def _own_resamples(diffs: list[Any], resamples: int, rng: Any) -> Any:
+    """Resampled gains: seeds drawn, and each drawn seed's boards drawn from its own (independently)."""
+    import numpy as np
+
+    seeds = len(diffs)
+    pick = rng.integers(0, seeds, size=(resamples, seeds))
+    total = np.zeros(resamples)
+    for slot in range(seeds):
+        for s, d in enumerate(diffs):
+            rows = pick[:, slot] == s
+            counts = rng.multinomial(len(d), np.full(len(d), 1 / len(d)), size=int(rows.sum()))
+            total[rows] += counts @ d / len(d)
+    return total / seeds
 
 
 def _interval(n: int, mean: float, resampled: Any) -> dict[str, Any]:

@@ -257,9 +257,8 @@ def _reward_of(d: dict[str, Any]) -> float | None:
 def paired_gain(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | None:
     """The change in valid and optimal rates (points) from ``before`` to ``after`` on the boards both
     scored (matched by id), each a seeded 95 % percentile-bootstrap interval over boards
-    (:func:`envengineer.loop.intervals.bootstrap_mean` of the per-board differences); None when they
-    share no board."""
-    from envengineer.loop.intervals import bootstrap_mean
+    (:func:`envengineer.loop.intervals.paired_board_gain`); None when they share no board."""
+    from envengineer.loop.intervals import paired_board_gain
 
     def flags(scores: dict[str, Any]) -> dict[str, tuple[float, float]]:
         rows = scores.get("verdicts") or []
@@ -275,5 +274,5 @@ def paired_gain(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
         return None
     out: dict[str, Any] = {"n": len(ids)}
     for k, name in enumerate(("valid", "optimal")):
-        out[name] = bootstrap_mean([100.0 * (b[i][k] - a[i][k]) for i in ids])
+        out[name] = paired_board_gain([a[i][k] for i in ids], [b[i][k] for i in ids])
     return out

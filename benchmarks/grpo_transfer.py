@@ -1,11 +1,12 @@
 """``bench_grpo.py transfer``: does a GRPO gain carry to boards never trained on?
 
-One variant x seeds, in lanes (:func:`bench_grpo.finished_runs`). The warm-start and each result are
+A library module (no ``__main__``; it imports no script): ``bench_grpo.py`` runs :func:`cmd_transfer`.
+One variant x seeds, in lanes (:func:`grpo_runs.finished_runs`). The warm-start and each result are
 scored greedily, board by board, on four sets (:data:`SETS`): a sample of the run's own training boards
 (``--train-eval``, chosen by seed, distinct layouts), the two-agent held-out set, and one- and three-agent
 held-out sets (``--per-cell`` // 2). Prints per set the warm and mean after rates and the mean paired gain
-with a 95 % bootstrap interval over seeds and boards (:func:`bench_grpo.paired_gain`). ``--boards N``
-trains on N boards cycled over the steps' prompts (several passes), 0 a fresh board per prompt.
+with a 95 % bootstrap interval over seeds and boards (:func:`envengineer.loop.intervals.paired_seed_gain`).
+``--boards N`` trains on N boards cycled over the steps' prompts (several passes), 0 a fresh board per prompt.
 Run it as ``python benchmarks/bench_grpo.py transfer ...`` (its arguments are in ``bench_grpo.parse_args``).
 """
 
@@ -19,20 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from bench_grpo import (
-    _ci,
-    _public,
-    answer,
-    answer_tokens,
-    finished_runs,
-    held_out,
-    paired_gain,
-    per_step,
-    score,
-    train_one,
-    variant_preset,
-)
+from common import answer, answer_tokens, board_flags, ci_text, held_out, public
+from envengineer.loop.intervals import paired_seed_gain
 from envengineer.mapf.instance import Instance
+from grpo_runs import finished_runs, per_step, train_one, variant_preset
 
 TRAINED = "trained-on"
 #: The transfer table's rows, in order.
@@ -69,8 +60,10 @@ def run_transfer(
     result, prompts, minutes = train_one(args, args.variant, seed, exclude)
     trained = trained_sample(prompts, args.train_eval, seed)
     model = str(result.checkpoint)
-    after = {name: score(boards, answer(model, boards, tokens)) for name, (boards, tokens) in sets.items()}
-    after[TRAINED] = score(trained, answer(model, trained, args.max_completion_length))
+    after = {
+        name: board_flags(boards, answer(model, boards, tokens)) for name, (boards, tokens) in sets.items()
+    }
+    after[TRAINED] = board_flags(trained, answer(model, trained, args.max_completion_length))
     distinct = len({id(i) for i in prompts})  # the boards drawn; layouts may repeat on small sizes
     return {
         "seed": seed,
@@ -78,13 +71,15 @@ def run_transfer(
         "prompts": len(prompts),
         "boards": distinct,
         "passes": round(len(prompts) / distinct, 2),
-        "warm_trained": _flags(score(trained, answer(str(args.warm), trained, args.max_completion_length))),
+        "warm_trained": _flags(
+            board_flags(trained, answer(str(args.warm), trained, args.max_completion_length))
+        ),
         "after": {name: _flags(after[name]) for name in SETS},
     }
 
 
 def transfer_table(warm: dict[str, dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per set and metric, :func:`paired_gain` over the runs (warm: the held-out sets' warm flags)."""
+    """Per set and metric, :func:`paired_seed_gain` over the runs (warm: the held-out sets' warm flags)."""
     table: dict[str, Any] = {}
     for name in SETS:
         if name == TRAINED:
@@ -92,7 +87,7 @@ def transfer_table(warm: dict[str, dict[str, Any]], runs: list[dict[str, Any]]) 
         else:
             before = {k: [warm[name][k]] * len(runs) for k in ("valid", "optimal")}
         table[name] = {
-            k: paired_gain(before[k], [r["after"][name][k] for r in runs], shared_boards=name != TRAINED)
+            k: paired_seed_gain(before[k], [r["after"][name][k] for r in runs], shared_boards=name != TRAINED)
             for k in ("valid", "optimal")
         }
     return table
@@ -110,7 +105,7 @@ def print_transfer(table: dict[str, Any], runs: list[dict[str, Any]]) -> None:
         boards = "/".join(str(b) for b in sorted(set(v["boards"])))
         print(
             f"| {name} | {boards} | {v['warm_pct']:.1f} | {o['warm_pct']:.1f} | {v['after_pct']:.1f} "
-            f"| {o['after_pct']:.1f} | {_ci(v)} | {_ci(o)} |"
+            f"| {o['after_pct']:.1f} | {ci_text(v)} | {ci_text(o)} |"
         )
     print()
     for i, run in enumerate(runs):
@@ -127,7 +122,8 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     exclude = frozenset(i.board_hash() for boards, _ in sets.values() for i in boards)
     # the held-out sets' warm flags once, here; each run scores the warm-start on its own trained-on boards
     warm = {
-        name: score(boards, answer(str(args.warm), boards, tokens)) for name, (boards, tokens) in sets.items()
+        name: board_flags(boards, answer(str(args.warm), boards, tokens))
+        for name, (boards, tokens) in sets.items()
     }
     for name, w in warm.items():
         print(
@@ -159,7 +155,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 def _flags(s: dict[str, Any]) -> dict[str, Any]:
     """A score with its per-board flags as 0/1 lists (JSON)."""
     return {
-        **_public(s),
+        **public(s),
         "valid": s["valid"].astype(int).tolist(),
         "optimal": s["optimal"].astype(int).tolist(),
     }

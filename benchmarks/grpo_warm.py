@@ -1,5 +1,7 @@
 """``bench_grpo.py warm``: train one warm-start (``policy init`` + ``sft-small``) and score it.
 
+A library module (no ``__main__``; it imports no script): ``bench_grpo.py`` runs :func:`cmd_warm`.
+
 The warm-start learns 2- and 3-agent boards (``--agents``, equal shares, mixed within every batch) that
 exclude the held-out set, and is scored greedily on the two-agent held-out set, its sizes 3-6 alone and
 the three-agent set. Run it as ``python benchmarks/bench_grpo.py warm --out DIR`` (its arguments are in
@@ -14,7 +16,7 @@ import time
 
 import numpy as np
 
-from bench_grpo import _public, answer, held_out, score
+from common import answer, board_flags, held_out, public
 from envengineer.mapf.config import RoundConfig
 from envengineer.mapf.generator import generate_round
 from envengineer.mapf.instance import Instance
@@ -47,18 +49,18 @@ def cmd_warm(args: argparse.Namespace) -> int:
         str(policy), train, out_dir=args.out / "sft", preset="sft-small", seed=args.seed, max_steps=args.steps
     )
     minutes = (time.perf_counter() - t0) / 60
-    two = score(validation, answer(str(result.checkpoint), validation))
+    two = board_flags(validation, answer(str(result.checkpoint), validation))
     three_set = held_out(max(1, args.per_cell // 2), agents=3)
-    three = score(three_set, answer(str(result.checkpoint), three_set))
+    three = board_flags(three_set, answer(str(result.checkpoint), three_set))
     small = [i for i in validation if i.size <= 6]
-    small_score = score(small, answer(str(result.checkpoint), small))
+    small_score = board_flags(small, answer(str(result.checkpoint), small))
     record = {
         "args": {k: str(v) for k, v in vars(args).items()},
         "minutes": round(minutes, 2),
         "checkpoint": str(result.checkpoint),
-        "two_agents": _public(two),
-        "two_agents_sizes_3_6": _public(small_score),
-        "three_agents": _public(three),
+        "two_agents": public(two),
+        "two_agents_sizes_3_6": public(small_score),
+        "three_agents": public(three),
     }
     print(json.dumps(record, indent=2))
     (args.out / "warm.json").write_text(json.dumps(record, indent=2) + "\n")
