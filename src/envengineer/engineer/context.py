@@ -15,6 +15,7 @@ H      history             the rounds so far, each with its configuration and po
 S      self-summary        the rationale the engineer wrote in the previous round
 T      training details    ``bookkeeping`` (round index, rounds, epochs, samples) or ``full`` (adds the
                            algorithm, objective, reward and hyper-parameters)
+E      effects             what each round's change did per size (:mod:`.effects`; in no variant)
 =====  ==================  =============================================================================
 
 The paper's cumulative ablation is available as :data:`V1` ... :data:`V6` (see :data:`VARIANTS`).
@@ -62,6 +63,19 @@ CATEGORY_MEANING: dict[str, str] = {
 
 
 # -- the switches -----------------------------------------------------------------------------------------
+#: The one-letter switches of experiment files and the :class:`ContextSpec` fields they set.
+SWITCHES: dict[str, str] = {
+    "F": "failures",
+    "G": "guidelines",
+    "H": "history",
+    "H_default": "history_include_default",
+    "S": "self_summary",
+    "T": "training_details",
+    "L": "learnability",
+    "E": "effects",
+}
+
+
 class ContextSpec(BaseModel):
     """Which context modules the engineer reads (SPEC §5).
 
@@ -87,6 +101,9 @@ class ContextSpec(BaseModel):
         description="L: the policy's sampled success and zero-variance share per map size in the round's "
         "training (not one of the paper's modules).",
     )
+    effects: bool = Field(
+        default=False, description="E: what each round's change did per map size (not a paper module)."
+    )
     training_details: TrainingDetail = Field(
         default="bookkeeping",
         description="T: none; bookkeeping (round index, rounds, epochs); full (adds algorithm, objective, "
@@ -109,19 +126,14 @@ class ContextSpec(BaseModel):
             parts.append(f"T({self.training_details})")
         if self.learnability:
             parts.append("L")
+        if self.effects:
+            parts.append("E")
         return "+".join(parts) or "(empty)"
 
     def switches(self) -> dict[str, Any]:
-        """The one-letter form used in experiment files: ``{"F", "G", "H", "H_default", "S", "T"}``."""
-        return {
-            "F": self.failures,
-            "G": self.guidelines,
-            "H": self.history,
-            "H_default": self.history_include_default,
-            "S": self.self_summary,
-            "T": self.training_details,
-            "L": self.learnability,
-        }
+        """The one-letter form used in experiment files (:data:`SWITCHES`); ``E`` only where on, so that
+        every earlier context's switches, and the run keys made of them, stay as they were."""
+        return {k: getattr(self, field) for k, field in SWITCHES.items() if k != "E" or self.effects}
 
     @classmethod
     def from_switches(cls, switches: Mapping[str, Any]) -> ContextSpec:
@@ -130,28 +142,11 @@ class ContextSpec(BaseModel):
         Raises:
             ConfigError: an unknown switch or a value of the wrong type.
         """
-        names = {
-            "F": "failures",
-            "G": "guidelines",
-            "H": "history",
-            "H_default": "history_include_default",
-            "S": "self_summary",
-            "T": "training_details",
-            "L": "learnability",
-        }
-        unknown = sorted(str(k) for k in switches if k not in names)
+        unknown = sorted(str(k) for k in switches if k not in SWITCHES)
         if unknown:
-            raise ConfigError(f"unknown context switch(es) {unknown}; use {sorted(names)}")
-        data: dict[str, Any] = {
-            "failures": False,
-            "guidelines": False,
-            "history": False,
-            "history_include_default": False,
-            "self_summary": False,
-            "training_details": "none",
-            "learnability": False,
-        }
-        data.update({names[k]: v for k, v in switches.items()})
+            raise ConfigError(f"unknown context switch(es) {unknown}; use {sorted(SWITCHES)}")
+        data: dict[str, Any] = {field: False for field in SWITCHES.values()} | {"training_details": "none"}
+        data.update({SWITCHES[k]: v for k, v in switches.items()})
         try:
             return cls.model_validate(data)
         except ValidationError as exc:

@@ -64,6 +64,42 @@ DEFAULT_LEVELS: tuple[tuple[float, float], ...] = (
 )
 
 
+def clip_ladder(levels: tuple[Knobs, ...], hole_max: float = HOLE_RATIO_MAX) -> tuple[Knobs, ...]:
+    """The levels as a space whose hole ratio is at most ``hole_max`` applies them."""
+    return tuple((min(h, hole_max), w) for h, w in levels)
+
+
+def ladder_level(knobs: Knobs, ladder: tuple[Knobs, ...]) -> int | None:
+    """The level of ``ladder`` a (hole_ratio, wait_ratio) pair is on (the first such), or None off it."""
+    return next((i for i, level in enumerate(ladder) if level == knobs), None)
+
+
+def ladder_move(
+    knobs: Knobs, direction: Literal["up", "down"], ladder: tuple[Knobs, ...], step: int = 1
+) -> Knobs:
+    """A (hole_ratio, wait_ratio) pair moved ``step`` levels up or down ``ladder``, from on or off it.
+
+    Up, each step is the next ladder level at or above the pair in each knob and unequal to it, so no
+    knob decreases (off the ladder, one step up is the first level with both ratios at or above the
+    pair's); where no level lies above, each knob takes the larger of its value and the top level's
+    (unchanged: the pair is at the end of the ladder). Down is the mirror image. Shared by the
+    curriculum rules and the LLM engineer's moves answer (:mod:`envengineer.engineer.moves`).
+
+    >>> ladder_move((0.25, 0.5), "up", DEFAULT_LEVELS), ladder_move((0.25, 0.5), "down", DEFAULT_LEVELS)
+    ((0.3, 0.6), (0.2, 0.4))
+    """
+    if direction == "up":
+        beyond = [lv for lv in ladder if lv[0] >= knobs[0] and lv[1] >= knobs[1] and lv != knobs]
+        end, pick = ladder[-1], max
+    else:
+        beyond = [lv for lv in ladder[::-1] if lv[0] <= knobs[0] and lv[1] <= knobs[1] and lv != knobs]
+        end, pick = ladder[0], min
+    distinct = list(dict.fromkeys(beyond))  # a level repeated, or equal once clipped, is one step
+    if distinct:
+        return distinct[min(step, len(distinct)) - 1]
+    return (pick(knobs[0], end[0]), pick(knobs[1], end[1]))
+
+
 def _where(move: Mapping[str, Any]) -> str:
     """A size's move for the rationale: ``level 2 -> 3``, or its knobs where one end is off the ladder."""
     if move["level"] is not None and move["new_level"] is not None:
@@ -176,7 +212,7 @@ class ThresholdCurriculum:
 
     def ladder(self, hole_max: float = HOLE_RATIO_MAX) -> tuple[Knobs, ...]:
         """The levels as a space whose hole ratio is at most ``hole_max`` applies them."""
-        return tuple((min(h, hole_max), w) for h, w in self.levels)
+        return clip_ladder(self.levels, hole_max)
 
     def level_of(self, knobs: Knobs, hole_max: float = HOLE_RATIO_MAX) -> int | None:
         """The ladder level a (hole_ratio, wait_ratio) pair is on (the first such), or None off the ladder.
@@ -184,33 +220,21 @@ class ThresholdCurriculum:
         >>> ThresholdCurriculum().level_of((0.2, 0.4)), ThresholdCurriculum().level_of((0.47, 0.386))
         (2, None)
         """
-        return next((i for i, level in enumerate(self.ladder(hole_max)) if level == knobs), None)
+        return ladder_level(knobs, self.ladder(hole_max))
 
     def moved(
         self, knobs: Knobs, direction: Literal["up", "down"], hole_max: float = HOLE_RATIO_MAX
     ) -> Knobs:
         """A (hole_ratio, wait_ratio) pair moved ``step`` levels up or down, from on or off the ladder.
 
-        Up, each step is the next ladder level at or above the pair in each knob and unequal to it, so no
-        knob decreases; where no level lies above, each knob takes the larger of its value and the top
-        level's (unchanged: the pair is at the end of the ladder). Down is the mirror image.
+        :func:`ladder_move` on :meth:`ladder`: no knob decreases going up, none increases going down.
 
         >>> ThresholdCurriculum().moved((0.115, 0.716), "up")  # off the ladder: the first level above
         (0.4, 0.8)
         >>> ThresholdCurriculum().moved((0.261, 0.598), "down")
         (0.2, 0.4)
         """
-        ladder = self.ladder(hole_max)
-        if direction == "up":
-            beyond = [lv for lv in ladder if lv[0] >= knobs[0] and lv[1] >= knobs[1] and lv != knobs]
-            end, pick = ladder[-1], max
-        else:
-            beyond = [lv for lv in ladder[::-1] if lv[0] <= knobs[0] and lv[1] <= knobs[1] and lv != knobs]
-            end, pick = ladder[0], min
-        distinct = list(dict.fromkeys(beyond))  # a level repeated, or equal once clipped, is one step
-        if distinct:
-            return distinct[min(self.step, len(distinct)) - 1]
-        return (pick(knobs[0], end[0]), pick(knobs[1], end[1]))
+        return ladder_move(knobs, direction, self.ladder(hole_max), self.step)
 
     def step_config(
         self,

@@ -42,6 +42,8 @@ class EngineerRequest:
             the ``learnability`` baseline and, with the L module, by LLM engineers.
         agents: The agent counts of the round's boards, in equal shares (the experiment's
             ``training.agents``); empty: ``config.num_agents`` alone. The prompt names every count.
+        start_report: The starting model's validation ScoreReport JSON (``validation.start``), the first
+            point of the E module; None when not validated (the loop passes it only where E is on).
     """
 
     round_index: int
@@ -54,6 +56,7 @@ class EngineerRequest:
     context: ContextSpec = FINAL
     sampled: Mapping[str, Any] | None = None
     agents: Sequence[int] = ()
+    start_report: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if (

@@ -29,12 +29,22 @@ from envengineer.engineer.decision import (
     EngineerKind,
     EngineerRequest,
 )
+from envengineer.engineer.moves import (
+    ANSWER_STYLES,
+    AnswerStyle,
+    apply_moves,
+    check_moves,
+    moves_body,
+    parse_moves,
+    read_moves,
+)
 from envengineer.engineer.prompt import (
     RATIONALE_MAX_CHARS,
     SchemaStyle,
     answer_schema,
     build_messages,
     build_retry_messages,
+    moves_schema,
 )
 from envengineer.engineer.proposal import ParsedAnswer, check_answer, parse_answer, proposal_issues
 from envengineer.errors import ConfigError
@@ -76,6 +86,9 @@ class LLMEngineer:
             decoding enforce the answer's structure (backends without it ignore the field).
         schema: How the prompt shows the configuration format: ``compact`` or ``json``.
         rationale_max_chars: Longest rationale the answer schema allows under constrained decoding.
+        answer: ``numbers`` (a full configuration) or ``moves`` (per-size ladder and data moves, mapped
+            onto a configuration by :func:`~envengineer.engineer.moves.apply_moves` and then projected like
+            a numbers answer; :mod:`envengineer.engineer.moves`).
     """
 
     def __init__(
@@ -88,6 +101,7 @@ class LLMEngineer:
         constrained: bool = True,
         schema: SchemaStyle = "compact",
         rationale_max_chars: int = RATIONALE_MAX_CHARS,
+        answer: AnswerStyle = "numbers",
     ) -> None:
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigError(
@@ -95,6 +109,8 @@ class LLMEngineer:
             )
         if schema not in ("compact", "json"):
             raise ConfigError(f"schema must be 'compact' or 'json', got {schema!r}")
+        if answer not in ANSWER_STYLES:
+            raise ConfigError(f"answer must be 'numbers' or 'moves', got {answer!r}")
         self.backend = backend
         self.name = name
         self.params = params if params is not None else default_params()
@@ -102,6 +118,7 @@ class LLMEngineer:
         self.constrained = constrained
         self.schema: SchemaStyle = schema
         self.rationale_max_chars = rationale_max_chars
+        self.answer: AnswerStyle = answer
 
     def _generate(self, messages: list[dict[str, str]], params: Any) -> tuple[str, int | None, str | None]:
         try:
@@ -118,10 +135,11 @@ class LLMEngineer:
     def propose(self, request: EngineerRequest) -> EngineerDecision:
         """Ask the model for the next configuration; see the class docstring."""
         t0 = time.perf_counter()
-        first = build_messages(request, schema=self.schema)
+        first = build_messages(request, schema=self.schema, answer=self.answer)
         messages = first
+        schema_of = moves_schema if self.answer == "moves" else answer_schema
         json_schema = (
-            answer_schema(request.space, rationale_max_chars=self.rationale_max_chars)
+            schema_of(request.space, rationale_max_chars=self.rationale_max_chars)
             if self.constrained
             else None
         )
@@ -141,7 +159,9 @@ class LLMEngineer:
             messages = (
                 first
                 if attempt.backend_error
-                else build_retry_messages(first, attempt.response, attempt.errors, request.space)
+                else build_retry_messages(
+                    first, attempt.response, attempt.errors, request.space, answer=self.answer
+                )
             )
         return self._fell_back(request, tuple(attempts), t0)
 
@@ -157,6 +177,11 @@ class LLMEngineer:
         if backend_error:
             parsed = ParsedAnswer(None, None, "", "none")
             errors = [f"backend error: {backend_error}"]
+        elif self.answer == "moves":
+            parsed = parse_moves(text)
+            errors = check_moves(parsed)
+            if not errors:
+                issues = read_moves(parsed.proposal, request.space)[1]
         else:
             parsed = parse_answer(text)
             errors = check_answer(parsed, request.space)
@@ -181,8 +206,13 @@ class LLMEngineer:
     def _accepted(
         self, request: EngineerRequest, attempt: Attempt, attempts: tuple[Attempt, ...], t0: float
     ) -> EngineerDecision:
-        """The decision for an accepted attempt: its proposal projected onto the space."""
-        projection = project(attempt.proposal, request.config, request.space)
+        """The decision for an accepted attempt: its proposal (a moves answer's mapped configuration)
+        projected onto the space."""
+        raw, details, proposal = attempt.proposal, {}, attempt.proposal
+        if self.answer == "moves":
+            raw, details = self._mapped(request, attempt)
+            proposal = {"sizes": raw["sizes"]}
+        projection = project(proposal, request.config, request.space)
         log.info(
             "engineer %s: round %d proposal accepted at attempt %d (%d projection changes)",
             self.name,
@@ -195,7 +225,7 @@ class LLMEngineer:
             round_index=request.round_index,
             config=projection.config,
             previous=request.config,
-            raw_proposal=attempt.proposal,
+            raw_proposal=raw,
             changes=projection.changes,
             rationale=attempt.rationale or None,
             attempts=attempts,
@@ -205,9 +235,18 @@ class LLMEngineer:
                 "constrained": self.constrained,
                 "schema": self.schema,
                 "issues": list(attempt.issues),
+                **details,
             },
             seconds=time.perf_counter() - t0,
         )
+
+    def _mapped(self, request: EngineerRequest, attempt: Attempt) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A moves answer's raw proposal (the moves as written and the configuration they map to) and the
+        decision's details on them (``answer``, per-size ``moves``: words, levels, knobs and shares)."""
+        moves, _ = read_moves(attempt.proposal, request.space)
+        proposal, records = apply_moves(moves, request.config, request.space)
+        raw = {"moves": moves_body(attempt.proposal), "sizes": proposal["sizes"]}
+        return raw, {"answer": "moves", "moves": records}
 
     def _fell_back(
         self, request: EngineerRequest, attempts: tuple[Attempt, ...], t0: float
@@ -233,7 +272,12 @@ class LLMEngineer:
             fell_back=True,
             fallback_reason=reason,
             context=request.context,
-            details={"accepted_attempt": None, "constrained": self.constrained, "schema": self.schema},
+            details={
+                "accepted_attempt": None,
+                "constrained": self.constrained,
+                "schema": self.schema,
+                **({"answer": "moves"} if self.answer == "moves" else {}),
+            },
             seconds=time.perf_counter() - t0,
         )
 
@@ -298,6 +342,18 @@ class RandomEngineer:
 
 
 # -- building engineers from experiment settings ----------------------------------------------------------
+def _settings_problem(kind: str, answer: str, options: Mapping[str, Any]) -> str | None:
+    """Why ``answer`` or ``options`` do not apply to an engineer of ``kind``, or None."""
+    if answer != "numbers" and kind not in ("self", "base", "openai"):
+        return f"answer {answer!r} applies to LLM engineers (self, base, openai), not {kind!r}"
+    if options and kind not in ("threshold", "learnability"):
+        return (
+            f"engineer {kind!r} takes no options {sorted(options)}; options apply to 'threshold' and "
+            "'learnability'"
+        )
+    return None
+
+
 def make_engineer(
     kind: EngineerKind,
     *,
@@ -313,6 +369,7 @@ def make_engineer(
     max_retries: int = 2,
     constrained: bool | None = None,
     schema: SchemaStyle = "compact",
+    answer: AnswerStyle = "numbers",
     config: RoundConfig | None = None,
     seed: int = 0,
     **options: Any,
@@ -334,6 +391,7 @@ def make_engineer(
         constrained: LLM engineers: decode under the answer's JSON schema. None: on for ``self``/``base``,
             off for ``openai`` (not every endpoint accepts ``response_format`` with a schema).
         schema: LLM engineers: ``compact`` or ``json`` configuration format in the prompt.
+        answer: LLM engineers: ``numbers`` (a full configuration) or ``moves`` (per-size moves).
         config: ``fixed``: the round-0 configuration.
         seed: ``random``: base seed; LLM engineers: sampling seed.
         **options: ``threshold`` and ``learnability`` only: the fields of
@@ -342,11 +400,8 @@ def make_engineer(
     Raises:
         ConfigError: a missing or unknown setting, with what to set instead.
     """
-    if options and kind not in ("threshold", "learnability"):
-        raise ConfigError(
-            f"engineer {kind!r} takes no options {sorted(options)}; options apply to 'threshold' and "
-            "'learnability'"
-        )
+    if problem := _settings_problem(kind, answer, options):
+        raise ConfigError(problem)
     match kind:
         case "self" | "base" | "openai":
             if backend is None:
@@ -362,7 +417,9 @@ def make_engineer(
                 )
             label = name or (f"openai:{model}" if kind == "openai" and model else kind)
             use_schema = (kind != "openai") if constrained is None else constrained
-            return LLMEngineer(backend, label, params, max_retries, constrained=use_schema, schema=schema)
+            return LLMEngineer(
+                backend, label, params, max_retries, constrained=use_schema, schema=schema, answer=answer
+            )
         case "fixed":
             if config is None:
                 raise ConfigError("engineer 'fixed' needs config: the round-0 configuration to repeat")

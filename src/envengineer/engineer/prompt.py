@@ -14,6 +14,11 @@ the object so that it survives JSON-only constrained decoding.
 
 The prompt never names the round index, the number of rounds or the training algorithm unless the T module
 is on, so the context ablation stays clean.
+
+With ``answer="moves"`` (:mod:`envengineer.engineer.moves`) only the closing request (and the retry's
+reminder, and the JSON schema) changes: the engineer answers ``{"rationale": "...", "moves": {"3":
+{"difficulty": "harder", "data": "more"}, ...}}``, the words explained one line each, the ladder and each
+size's level on it shown. With the default ``answer="numbers"`` every prompt is what it was before moves.
 """
 
 from __future__ import annotations
@@ -31,7 +36,10 @@ from envengineer.engineer.context import (
     render_self_summary,
     render_training_details,
 )
+from envengineer.engineer.curriculum import DEFAULT_LEVELS, clip_ladder
 from envengineer.engineer.decision import EngineerRequest
+from envengineer.engineer.effects import render_effects
+from envengineer.engineer.moves import DATA_FACTOR, DATA_WORDS, DIFFICULTY_WORDS, AnswerStyle, levels_now
 from envengineer.mapf.config import HOLE_RATIO_MAX, ConfigSpace, RoundConfig, SizeConfig
 
 SchemaStyle = Literal["compact", "json"]
@@ -101,25 +109,69 @@ def answer_schema(space: ConfigSpace, *, rationale_max_chars: int = RATIONALE_MA
     }
 
 
+def moves_schema(space: ConfigSpace, *, rationale_max_chars: int = RATIONALE_MAX_CHARS) -> dict[str, Any]:
+    """JSON schema of a moves answer, for constrained decoding: a rationale, then every size's two words.
+
+    >>> s = moves_schema(ConfigSpace(sizes=(3, 4)))
+    >>> list(s["properties"]), s["properties"]["moves"]["properties"]["3"]["properties"]["data"]["enum"]
+    (['rationale', 'moves'], ['more', 'same', 'less'])
+    """
+    size_schema = {
+        "type": "object",
+        "properties": {
+            "difficulty": {
+                "type": "string",
+                "enum": list(DIFFICULTY_WORDS),
+                "description": "harder: one ladder level up; easier: one level down; same: keep.",
+            },
+            "data": {
+                "type": "string",
+                "enum": list(DATA_WORDS),
+                "description": f"more: the size's share times {DATA_FACTOR:g}; less: divided by it; "
+                "same: keep.",
+            },
+        },
+        "required": ["difficulty", "data"],
+        "additionalProperties": False,
+    }
+    keys = [str(n) for n in space.sizes]
+    schema = answer_schema(space, rationale_max_chars=rationale_max_chars)
+    schema["properties"].pop("sizes")
+    schema["properties"]["moves"] = {
+        "type": "object",
+        "properties": {k: size_schema for k in keys},
+        "required": keys,
+        "additionalProperties": False,
+    }
+    schema["required"] = ["rationale", "moves"]
+    return schema
+
+
 def _description(knob: str) -> str:
     return SizeConfig.model_fields[knob].description or knob
 
 
 def render_schema(
-    space: ConfigSpace, num_agents: int | Sequence[int], num_samples: int, style: SchemaStyle = "compact"
+    space: ConfigSpace,
+    num_agents: int | Sequence[int],
+    num_samples: int,
+    style: SchemaStyle = "compact",
+    answer: AnswerStyle = "numbers",
 ) -> str:
     """The configuration format: one line per knob (compact) or the answer's full JSON schema.
 
     ``num_agents``: the round's agent count, or its counts (``training.agents``, equal shares), all named.
+    ``answer``: which answer's schema the ``json`` style shows (``numbers`` or ``moves``).
     """
     lines = ["## Configuration format", ""]
     sizes = ", ".join(str(n) for n in space.sizes)
     if style == "json":
+        schema = moves_schema(space) if answer == "moves" else answer_schema(space)
         lines += [
             "Your answer must follow this JSON schema:",
             "",
             "```json",
-            json.dumps(answer_schema(space), indent=1),
+            json.dumps(schema, indent=1),
             "```",
         ]
     else:
@@ -173,6 +225,45 @@ def _answer_example(space: ConfigSpace) -> str:
     return '{"rationale": "...", "sizes": {' + body + "}}"
 
 
+def _moves_example(space: ConfigSpace) -> str:
+    first, last = space.sizes[0], space.sizes[-1]
+    middle = ", ..., " if len(space.sizes) > 2 else ", "
+    body = f'"{first}": {{"difficulty": "harder", "data": "more"}}'
+    if last != first:
+        body += f'{middle}"{last}": {{"difficulty": "easier", "data": "less"}}'
+    return '{"rationale": "...", "moves": {' + body + "}}"
+
+
+def render_moves_request(space: ConfigSpace, config: RoundConfig) -> str:
+    """The closing instruction of a moves answer: the form, the ladder, each size's level, the words."""
+    sizes = ", ".join(str(n) for n in space.sizes)
+    ladder = ", ".join(f"({h:g}, {w:g})" for h, w in clip_ladder(DEFAULT_LEVELS, space.hole_ratio_max))
+    factor = f"{DATA_FACTOR:g}"
+    return "\n".join(
+        [
+            "## Your answer",
+            "",
+            "Choose one move per map size for the next training round. Answer with one JSON object:",
+            "",
+            _moves_example(space),
+            "",
+            f"The difficulty ladder, easiest level (0) first, as (hole_ratio, wait_ratio): {ladder}.",
+            f"Levels now: {levels_now(config, space)}.",
+            "- harder: one level up the ladder (more holes and/or more waits; from between two levels, the "
+            "one above).",
+            "- easier: one level down the ladder (fewer holes and/or fewer waits; from between two levels, "
+            "the one below).",
+            f"- more: the size's share times {factor}, then all shares renormalised to sum to 1.",
+            f"- less: the size's share divided by {factor}, then all shares renormalised to sum to 1.",
+            "- same: no change (difficulty: the size keeps its hole_ratio and wait_ratio; data: its share).",
+            "",
+            f'"rationale": two or three sentences on what the results show and what you change and why. '
+            f'"moves": every size {sizes}, each with "difficulty" (harder, same or easier) and "data" (more, '
+            "same or less). Write nothing after the JSON object.",
+        ]
+    )
+
+
 def render_request(space: ConfigSpace) -> str:
     """The closing instruction: a short rationale and the next configuration, as one JSON object."""
     sizes = ", ".join(str(n) for n in space.sizes)
@@ -191,12 +282,14 @@ def render_request(space: ConfigSpace) -> str:
     )
 
 
-def build_user_prompt(request: EngineerRequest, *, schema: SchemaStyle = "compact") -> str:
+def build_user_prompt(
+    request: EngineerRequest, *, schema: SchemaStyle = "compact", answer: AnswerStyle = "numbers"
+) -> str:
     """The user message: task, configuration format, current configuration, context modules, request."""
     cfg = request.config
     parts = [
         TASK,
-        render_schema(request.space, request.agent_counts, cfg.num_samples, schema),
+        render_schema(request.space, request.agent_counts, cfg.num_samples, schema, answer),
         "## Current configuration\n\nThe round that just finished trained on:\n\n```json\n"
         + render_config(cfg)
         + "\n```",
@@ -204,33 +297,48 @@ def build_user_prompt(request: EngineerRequest, *, schema: SchemaStyle = "compac
     context = render_context(request)
     if context:
         parts.append(context)
-    parts.append(render_request(request.space))
+    request_text = (
+        render_moves_request(request.space, cfg) if answer == "moves" else render_request(request.space)
+    )
+    parts.append(request_text)
     return "\n\n".join(parts) + "\n"
 
 
-def build_messages(request: EngineerRequest, *, schema: SchemaStyle = "compact") -> list[Message]:
+def build_messages(
+    request: EngineerRequest, *, schema: SchemaStyle = "compact", answer: AnswerStyle = "numbers"
+) -> list[Message]:
     """The chat messages of a first attempt: a system message and the user prompt."""
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": build_user_prompt(request, schema=schema)},
+        {"role": "user", "content": build_user_prompt(request, schema=schema, answer=answer)},
     ]
 
 
 def build_retry_messages(
-    first: Sequence[Message], response: str, errors: Sequence[str], space: ConfigSpace
+    first: Sequence[Message],
+    response: str,
+    errors: Sequence[str],
+    space: ConfigSpace,
+    *,
+    answer: AnswerStyle = "numbers",
 ) -> list[Message]:
     """A retry: the first prompt, the failed answer and the errors to fix.
 
     Only the last failed exchange is kept (not every earlier one), so the conversation stays short enough
     for small context windows.
     """
+    form = (
+        ("every move one of the words above:", _moves_example(space))
+        if answer == "moves"
+        else ("every value a number within its range:", _answer_example(space))
+    )
     feedback = "\n".join(
         [
             "Your answer could not be used:",
             *(f"- {e}" for e in errors),
             "",
-            "Answer again with one JSON object of this form, every value a number within its range:",
-            _answer_example(space),
+            f"Answer again with one JSON object of this form, {form[0]}",
+            form[1],
         ]
     )
     msgs = [dict(m) for m in first]
@@ -241,7 +349,7 @@ def build_retry_messages(
 
 # -- the whole context ------------------------------------------------------------------------------------
 def context_sections(request: EngineerRequest) -> list[tuple[str, str]]:
-    """The enabled modules as ``(code, text)`` pairs, in the order F, L, G, H, S, T."""
+    """The enabled modules as ``(code, text)`` pairs, in the order F, L, G, H, E, S, T."""
     spec = request.context
     out: list[tuple[str, str]] = []
     if spec.failures:
@@ -250,11 +358,13 @@ def context_sections(request: EngineerRequest) -> list[tuple[str, str]]:
         out.append(("L", render_learnability(request.sampled)))
     if spec.guidelines:
         out.append(("G", render_guidelines()))
+    current = HistoryEntry.from_report(request.round_index, request.config, request.report)
     if spec.history:
-        current = HistoryEntry.from_report(request.round_index, request.config, request.report)
         out.append(
             ("H", render_history(request.history, current, include_default=spec.history_include_default))
         )
+    if spec.effects:
+        out.append(("E", render_effects(request.history, current, start=request.start_report)))
     if spec.self_summary:
         out.append(("S", render_self_summary(request.previous_rationale)))
     if spec.training_details != "none":

@@ -26,8 +26,9 @@ import json
 import logging
 import re
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 import yaml
@@ -53,6 +54,14 @@ _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n`]*\n(.*?)```", re.S)
 _SIZE_KEY_RE = re.compile(r"^\s*\d+\s*(?:[xX×]\s*\d+)?\s*$")
 _KIND = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 _YAML_START_RE = re.compile(r"(?m)^[ \t]*[\"']?(?:rationale|sizes)[\"']?[ \t]*:")
+
+
+@lru_cache(maxsize=8)
+def _yaml_start(key: str) -> re.Pattern[str]:
+    """Where a YAML answer whose object has ``key`` (``sizes``; ``moves`` for a moves answer) starts."""
+    if key == "sizes":
+        return _YAML_START_RE
+    return re.compile(rf"(?m)^[ \t]*[\"']?(?:rationale|{re.escape(key)})[\"']?[ \t]*:")
 
 
 @dataclass(frozen=True)
@@ -237,29 +246,43 @@ def parse_answer(text: Any) -> ParsedAnswer:
     >>> parse_answer("no idea").errors
     ('no JSON object found in the answer',)
     """
+    return parse_object(text)
+
+
+def parse_object(
+    text: Any,
+    *,
+    looks: Callable[[Any], bool] = _looks_like_config,
+    key: str = "sizes",
+    what: str = "configuration",
+) -> ParsedAnswer:
+    """:func:`parse_answer` for any answer object: ``looks`` says which objects are answers (preferred over
+    others), ``key`` is the answer's main entry (the YAML start and the long-answer window's anchor) and
+    ``what`` names the object in errors. The moves answer (:mod:`envengineer.engineer.moves`) reads
+    ``{"rationale": ..., "moves": ...}`` with it. Never raises."""
     try:
-        return _parse(text)
+        return _parse(text, looks, key, what)
     except Exception as exc:  # model text must never crash the engineer
         log.warning("could not read an engineer answer (%s: %s)", type(exc).__name__, exc)
         return ParsedAnswer(None, None, "", "none", (f"the answer could not be read ({type(exc).__name__})",))
 
 
-def _parse(raw: Any) -> ParsedAnswer:
+def _parse(raw: Any, looks: Callable[[Any], bool], key: str, what: str) -> ParsedAnswer:
     text = "" if raw is None else raw if isinstance(raw, str) else str(raw)
     if len(text) <= MAX_ANSWER_CHARS:
-        return _parse_window(text)
-    anchor = max(0, text.rfind("sizes") - MAX_ANSWER_CHARS // 2)
+        return _parse_window(text, looks, key, what)
+    anchor = max(0, text.rfind(key) - MAX_ANSWER_CHARS // 2)
     windows = (text[-MAX_ANSWER_CHARS:], text[anchor : anchor + MAX_ANSWER_CHARS], text[:MAX_ANSWER_CHARS])
     results = []
     for window in dict.fromkeys(windows):  # at most three bounded parses, whatever the answer's length
-        got = _parse_window(window)
-        if got.proposal is not None and _looks_like_config(got.proposal):
+        got = _parse_window(window, looks, key, what)
+        if got.proposal is not None and looks(got.proposal):
             return got
         results.append(got)
     return results[0]
 
 
-def _parse_window(text: str) -> ParsedAnswer:
+def _parse_window(text: str, looks: Callable[[Any], bool], key: str, what: str) -> ParsedAnswer:
     text = _strip_think(text)
 
     # (start, end, body, hint) in text order; fenced blocks and bare spans both count.
@@ -277,8 +300,8 @@ def _parse_window(text: str) -> ParsedAnswer:
             parsed.append((start, end, got[0], got[1]))
 
     mappings = [p for p in parsed if isinstance(p[2], Mapping)]
-    chosen = next((p for p in reversed(mappings) if _looks_like_config(p[2])), None)
-    block = _yaml_block(text)
+    chosen = next((p for p in reversed(mappings) if looks(p[2])), None)
+    block = _yaml_block(text, looks, key)
     if block is not None and (chosen is None or (block[0] <= chosen[0] and chosen[1] <= block[1])):
         chosen = block  # a YAML document around (or instead of) flow-style objects
     if chosen is None and mappings and not unclosed:
@@ -289,7 +312,7 @@ def _parse_window(text: str) -> ParsedAnswer:
             err = "the JSON object is not closed (the answer was probably cut off); write a shorter rationale"
         elif parsed:
             kind = _KIND.get(type(parsed[-1][2]), type(parsed[-1][2]).__name__)
-            err = f'the configuration must be a JSON object with a "sizes" entry, got {kind}'
+            err = f'the {what} must be a JSON object with a "{key}" entry, got {kind}'
         elif spans:
             err = "the JSON object could not be parsed; check quotes, commas and brackets"
         else:
@@ -302,9 +325,9 @@ def _parse_window(text: str) -> ParsedAnswer:
     return ParsedAnswer(data, proposal, _rationale_from(data, _prose(text, start, end)), source)
 
 
-def _yaml_block(text: str) -> tuple[int, int, Any, Source] | None:
-    """A YAML mapping from a ``rationale:`` or ``sizes:`` line, trimmed from the end until it loads."""
-    m = _YAML_START_RE.search(text)
+def _yaml_block(text: str, looks: Callable[[Any], bool], key: str) -> tuple[int, int, Any, Source] | None:
+    """A YAML mapping from a ``rationale:`` or ``key:`` line, trimmed from the end until it loads."""
+    m = _yaml_start(key).search(text)
     if m is None:
         return None
     start = text.rfind("\n", 0, m.start()) + 1
@@ -317,7 +340,7 @@ def _yaml_block(text: str) -> tuple[int, int, Any, Source] | None:
             obj = _yaml_load(block)
         except Exception:  # not YAML yet; trim and retry
             obj = None
-        if isinstance(obj, Mapping) and _looks_like_config(obj):
+        if isinstance(obj, Mapping) and looks(obj):
             end = start + len("\n".join(lines))
             return start, end, obj, "yaml"
         lines.pop()
@@ -383,12 +406,38 @@ def repeats_one_setting(raw: Any) -> bool | None:
     >>> other = {**same, "wait_ratio": 0.2}
     >>> repeats_one_setting({"sizes": {"3": same, "4": other}}), repeats_one_setting("x")
     (False, None)
+
+    A moves answer's record (``{"moves": {...}, "sizes": {...}}``, :mod:`envengineer.engineer.moves`) is
+    judged by its moves, as written: the same difficulty and data move for every size it names (a word
+    compared without case and surrounding spaces, a missing one read as ``same``) repeats one setting,
+    whatever numbers the moves map to.
+
+    >>> up = {"difficulty": "harder", "data": "more"}
+    >>> repeats_one_setting({"moves": {"3": up, "4": {"difficulty": "Harder ", "data": "more"}}})
+    True
     """
+    if isinstance(raw, Mapping) and "moves" in raw:
+        return _repeats_one_move(raw["moves"])
     sizes = raw.get("sizes") if isinstance(raw, Mapping) else None
     if not isinstance(sizes, Mapping) or len(sizes) < 2:
         return None
     knobs = ("data_ratio", "hole_ratio", "wait_ratio")
     settings = {
         tuple(repr(v.get(k)) for k in knobs) if isinstance(v, Mapping) else repr(v) for v in sizes.values()
+    }
+    return len(settings) == 1
+
+
+def _repeats_one_move(moves: Any) -> bool | None:
+    """Whether every size of a moves mapping has the same (difficulty, data) words; None under two sizes."""
+    if not isinstance(moves, Mapping) or len(moves) < 2:
+        return None
+
+    def word(v: Any) -> str:
+        return "same" if v is None else v.strip().lower() if isinstance(v, str) else repr(v)
+
+    settings = {
+        (word(v.get("difficulty")), word(v.get("data"))) if isinstance(v, Mapping) else repr(v)
+        for v in moves.values()
     }
     return len(settings) == 1

@@ -236,6 +236,7 @@ def _default_engineer_factory(
         "max_new_tokens": spec.max_new_tokens,
         "max_retries": spec.retries,
         "constrained": spec.constrained,
+        "answer": spec.answer,
         "seed": round_seed(experiment.seeds.evaluation, "engineer", round) if seed is None else seed,
     }
     if spec.kind == "openai":

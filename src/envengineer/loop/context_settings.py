@@ -15,7 +15,9 @@ TrainingDetails = Literal["none", "bookkeeping", "full"]
 #: The paper's context ablation (SPEC §5), each variant adding one module to the previous one.
 #: Keys: F failure breakdown, G guidelines, H history, H_default (history includes the round-0 default),
 #: S previous self-summary, T training details; L (not in the paper: off in every variant) the policy's
-#: sampled success and zero-variance share per size in the round's training.
+#: sampled success and zero-variance share per size in the round's training. E (not in the paper either, and
+#: absent from every variant, so their switches stay as they were) the effects: per pair of consecutive
+#: validated rounds, the knob changes and the held-out valid-rate change per size.
 CONTEXT_VARIANTS: dict[str, dict[str, Any]] = {
     "V1": {"F": True, "G": False, "H": False, "H_default": False, "S": False, "T": "none", "L": False},
     "V2": {"F": True, "G": True, "H": False, "H_default": False, "S": False, "T": "none", "L": False},
@@ -54,6 +56,11 @@ class ContextSettings(BaseModel):
         description="Learnability: the policy's sampled success and zero-variance share per size in the "
         "round's training (not a paper module; None: the variant's, which is off).",
     )
+    E: bool | None = Field(
+        default=None,
+        description="Effects: per pair of consecutive validated rounds, the knob changes and the held-out "
+        "valid-rate change per size (not a paper module; None or false: off).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -71,4 +78,6 @@ class ContextSettings(BaseModel):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.E:  # in no variant: named only where on, so every other context's switches are unchanged
+            out["E"] = True
         return out

@@ -3,7 +3,8 @@
 A proposal that gives every size the same data, hole and wait ratio ignores the per-size failures the
 engineer was shown (:func:`envengineer.engineer.proposal.repeats_one_setting`). ``envengineer compare``
 counts them per arm over the rounds an engineer proposed (rounds 1 and on), from each round's
-``projection.json`` (its raw proposal, so runs from before the field count too).
+``projection.json`` (its raw proposal, so runs from before the field count too). A moves answer
+(``engineer.answer: moves``) counts when its moves are the same for every size it names.
 """
 
 from __future__ import annotations

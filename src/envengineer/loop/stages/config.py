@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from envengineer.errors import ConfigError
-from envengineer.loop.records import field_of, to_jsonable
+from envengineer.loop.records import field_of, read_scores, to_jsonable
 from envengineer.loop.rundir import atomic_write_json, atomic_write_text
 from envengineer.loop.stages.screen import Proposal, choose
 from envengineer.loop.stages.screen import paths as screen_paths
@@ -215,6 +215,7 @@ def build_request(loop: Loop, r: int) -> Any:
         for s in loop.rounds[: r - 1]
     ]
     report = {k: v for k, v in (prev.validation or {}).items() if k != "verdicts"} or None
+    context = context_spec(loop.exp.engineer.context.switches())
     return EngineerRequest(
         round_index=r - 1,
         config=prev.config,
@@ -223,10 +224,20 @@ def build_request(loop: Loop, r: int) -> Any:
         history=history,
         previous_rationale=prev.rationale,
         training=training_details(loop, r - 1),
-        context=context_spec(loop.exp.engineer.context.switches()),
+        context=context,
         sampled=sampled_stats(loop, r - 1),
         agents=tuple(loop.exp.training.agents or ()),  # the round's real mix, named in the prompt
+        start_report=start_report(loop) if context.effects else None,  # read by E alone
     )
+
+
+def start_report(loop: Loop) -> dict[str, Any] | None:
+    """The starting model's validation (``start/validation/scores.json``) without its verdicts, or None
+    where the experiment does not validate the start or the file is not there."""
+    path = loop.rd.root / "start" / "validation" / "scores.json"
+    if not loop.exp.validation.start or not path.is_file():
+        return None
+    return {k: v for k, v in read_scores(path).items() if k != "verdicts"}
 
 
 def training_details(loop: Loop, r: int) -> dict[str, Any]:
