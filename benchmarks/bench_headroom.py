@@ -42,6 +42,8 @@ ENGINEERS = {
     "random": "experiments/cpu/policy-baseline-random.yaml",
     "llm": "experiments/cpu/policy-main-llm.yaml",
     "llm-probe": "experiments/cpu/policy-main-llm-probe.yaml",
+    "llm-moves": "experiments/cpu/policy-main-llm-moves.yaml",
+    "llm-effects": "experiments/cpu/policy-main-llm-effects.yaml",
     "random-probe": "experiments/cpu/policy-baseline-random-probe.yaml",
 }
 
