@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--sat-after",
         type=int,
-        default=solver_module.SAT_AFTER,
-        help=f"units of CBS before satisfiability on boards of 4+ agents (default {solver_module.SAT_AFTER})",
+        default=solver_module.CBS_UNITS_BEFORE_SAT,
+        help="units of CBS before satisfiability on boards of 4+ agents "
+        f"(default {solver_module.CBS_UNITS_BEFORE_SAT})",
     )
     ap.add_argument(
         "--sat-scout",
@@ -63,9 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--sat-after-horizons",
         type=int,
-        default=solver_module.SAT_AFTER_HORIZONS,
+        default=solver_module.HORIZON_UNITS_BEFORE_SAT,
         help="units of the makespan's horizon searches before satisfiability on boards of 4+ agents "
-        f"(default {solver_module.SAT_AFTER_HORIZONS})",
+        f"(default {solver_module.HORIZON_UNITS_BEFORE_SAT})",
     )
     ap.add_argument(
         "--clock", choices=("cpu", "wall"), default="cpu", help="time.process_time or perf_counter"
@@ -77,13 +78,13 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.sat_after < 0:
         ap.error(f"--sat-after must be 0 or more, not {args.sat_after}")
-    solver_module.SAT_AFTER = args.sat_after
+    solver_module.CBS_UNITS_BEFORE_SAT = args.sat_after
     if args.sat_scout < 0:
         ap.error(f"--sat-scout must be 0 or more, not {args.sat_scout}")
     solver_module.SAT_SCOUT = args.sat_scout
     if args.sat_after_horizons < 0:
         ap.error(f"--sat-after-horizons must be 0 or more, not {args.sat_after_horizons}")
-    solver_module.SAT_AFTER_HORIZONS = args.sat_after_horizons
+    solver_module.HORIZON_UNITS_BEFORE_SAT = args.sat_after_horizons
 
     if args.warmup < 0:
         ap.error(f"--warmup must be 0 or more, not {args.warmup}")

@@ -14,15 +14,15 @@ from pysat.solvers import Solver
 
 from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf import solver as solver_module
-from envengineer.mapf.solver import AIDS_MIN_AGENTS, DEFAULT_NODE_BUDGET, _cost, last_units, solve
+from envengineer.mapf.solver import AIDS_MIN_AGENTS, DEFAULT_NODE_BUDGET, last_units, path_cost, solve
 from envengineer.mapf.solver.delays import _delay_floors
 from envengineer.mapf.solver.grid import _INF
 from envengineer.mapf.solver.problem import _Budget, _OutOfBudget
 from envengineer.mapf.solver.reach import _has_plan, plan_exists
 from envengineer.mapf.solver.sat import (
     SAT_SOLVER,
+    _add_clauses,
     _Formula,
-    _hand_over,
     _least_bound,
     _makespan_by_sat,
     _plan_by_sat,
@@ -32,7 +32,7 @@ from test_solver import OPEN3, _all_reach, _problem, check_plan, oracle_makespan
 
 
 def _soc(paths, goals) -> int:
-    return sum(_cost(p, g) for p, g in zip(paths, goals, strict=True))
+    return sum(path_cost(p, g) for p, g in zip(paths, goals, strict=True))
 
 
 def test_spec_swap_by_hand():
@@ -78,8 +78,8 @@ def test_satisfiability_matches_brute_force(seed, monkeypatch):
     """CBS given no units at all, and no joint search on these small boards: satisfiability settles every
     board that has a plan, with the oracle's optima and a valid plan, and the check before it finds every
     board that has none."""
-    monkeypatch.setattr(solver_module, "SAT_AFTER", 0)
-    monkeypatch.setattr(solver_module, "SAT_AFTER_HORIZONS", 0)
+    monkeypatch.setattr(solver_module, "CBS_UNITS_BEFORE_SAT", 0)
+    monkeypatch.setattr(solver_module, "HORIZON_UNITS_BEFORE_SAT", 0)
     monkeypatch.setattr(solver_module, "REACH_SPACE", 10**9)
     monkeypatch.setattr(solver_module, "JOINT_SPACE_SOC", 0)
     monkeypatch.setattr(solver_module, "JOINT_SPACE", 0)
@@ -156,6 +156,27 @@ def test_the_formula_grown_bound_by_bound_answers_as_one_written_for_each_bound(
         checked += 1
 
 
+def test_the_private_glucose_binding_the_clauses_go_through_is_there():
+    """``sat._add_clauses`` reaches ``pysolvers.glucose41_add_cl`` and ``Glucose4.glucose``, which are not
+    PySAT's public interface (hence the pre-release pin of python-sat in pyproject.toml): an upgrade that
+    renames either fails here by name, not deep inside a solve."""
+    import pysolvers
+    from pysat.solvers import Glucose4
+
+    assert callable(getattr(pysolvers, "glucose41_add_cl", None)), (
+        "python-sat no longer has pysolvers.glucose41_add_cl, which sat._add_clauses calls: keep the pin in "
+        "pyproject.toml or change sat._add_clauses to append_formula"
+    )
+    solver = Solver(name=SAT_SOLVER)
+    try:
+        assert type(solver.solver) is Glucose4 and solver.solver.glucose, (
+            f"{SAT_SOLVER!r} is no longer a Glucose4 holding its handle in .glucose: sat._add_clauses would "
+            "fall back to append_formula (slower, not wrong)"
+        )
+    finally:
+        solver.delete()
+
+
 @pytest.mark.parametrize(
     ("clauses", "satisfiable"),
     [
@@ -172,7 +193,7 @@ def test_clauses_handed_to_glucose_directly_are_solved_as_pysat_would(clauses, s
 
     direct.append_formula = the_slow_way
     try:
-        _hand_over(direct, clauses)
+        _add_clauses(direct, clauses)
         usual.append_formula(clauses)
         assert direct.solve() is usual.solve() is satisfiable
         if satisfiable:
@@ -401,7 +422,7 @@ def test_satisfiability_stays_within_the_budget(monkeypatch):
     shortest paths) that CBS alone does not settle in 300,000 units: satisfiability from CBS's bound
     settles it within the default budget, and a small budget ends it with the budget's error, the
     overshoot of its last layer at most."""
-    monkeypatch.setattr(solver_module, "SAT_AFTER", 0)
+    monkeypatch.setattr(solver_module, "CBS_UNITS_BEFORE_SAT", 0)
     grid = ["HH........", "...H..HHH.", "..H.HHH...", "H....H.H.H", "H.HH..HHH.",
             ".....HH...", "...HHH.H.H", "H..H..H...", "......HH.H", "....H...H."]  # fmt: skip
     starts, goals = [(4, 1), (0, 2), (0, 7), (2, 0), (7, 5)], [(1, 4), (1, 0), (9, 6), (6, 1), (3, 1)]
@@ -454,13 +475,13 @@ def _entries_to_satisfiability(monkeypatch) -> list[int]:
 def test_a_board_with_a_pair_that_must_be_swept_goes_to_satisfiability_after_cbs_first_try(monkeypatch):
     entered = _entries_to_satisfiability(monkeypatch)
     sol = solve(*CROWDED, memo=False)
-    assert len(entered) == 1 and entered[0] < solver_module.SAT_AFTER
+    assert len(entered) == 1 and entered[0] < solver_module.CBS_UNITS_BEFORE_SAT
     check_plan(*CROWDED, sol)
     # with a first try as long as the share, CBS spends the whole share before it; the same optima
-    monkeypatch.setattr(solver_module, "SAT_SCOUT", solver_module.SAT_AFTER)
+    monkeypatch.setattr(solver_module, "SAT_SCOUT", solver_module.CBS_UNITS_BEFORE_SAT)
     entered.clear()
     again = solve(*CROWDED, memo=False)
-    assert len(entered) == 1 and entered[0] >= solver_module.SAT_AFTER
+    assert len(entered) == 1 and entered[0] >= solver_module.CBS_UNITS_BEFORE_SAT
     assert (
         (again.soc, again.makespan, again.shortest_sum)
         == (sol.soc, sol.makespan, sol.shortest_sum)

@@ -50,6 +50,7 @@ from envengineer.mapf.solver import (
     Solution,
     check_limits,
     joint_space,
+    path_cost,
     remember,
     solve,
     solve_joint,
@@ -307,7 +308,7 @@ def decide_draw(
     except UnsolvableInstance:
         return None
     if paths is not None:
-        lengths = [len(p) - 1 - _resting(p) for p in paths]
+        lengths = [path_cost(p, p[-1]) for p in paths]  # each path ends on its goal
         return Solution(soc=sum(lengths), makespan=max(lengths), shortest_sum=sum(lengths), paths=paths)
     if not needs_wait:
         return None
@@ -327,14 +328,6 @@ def decide_draw(
             return solve_ilp(grid, starts, goals)
     except UnsolvableInstance:
         return None
-
-
-def _resting(path: Sequence[Cell]) -> int:
-    """Steps at the end of a path spent on its last cell."""
-    t = len(path) - 1
-    while t > 0 and path[t - 1] == path[-1]:
-        t -= 1
-    return len(path) - 1 - t
 
 
 def _draw_name(target: Target, seed: Sequence[int], meta: dict | None) -> str:

@@ -297,8 +297,8 @@ def _learn(
             break
         t0 = time.perf_counter()
         # roll-in boards from the front of the list, the solver's own rows from its back
-        boards = _window(instances, len(records) * cfg.rollout_batch, cfg.rollout_batch, 1)
-        expert = _window(instances, -1 - len(records) * cfg.expert_rows, cfg.expert_rows, -1)
+        boards = _cyclic_slice(instances, len(records) * cfg.rollout_batch, cfg.rollout_batch, 1)
+        expert = _cyclic_slice(instances, -1 - len(records) * cfg.expert_rows, cfg.expert_rows, -1)
         rollin = replace(params, seed=cfg.seed + len(records))
         labelled = _roll_in(backend, boards, rollin, target, style, clock)
         if labelled is None:  # the deadline fell inside the roll-in: its answers were cut off
@@ -445,8 +445,9 @@ def _roll_in(
     return rows, encoded, failed
 
 
-def _window(instances: Sequence[Instance], start: int, count: int, direction: int) -> list[Instance]:
-    """``count`` boards from ``start`` on in ``direction`` (1 or -1), cycling through the list."""
+def _cyclic_slice(instances: Sequence[Instance], start: int, count: int, direction: int) -> list[Instance]:
+    """``count`` boards from ``start`` on in ``direction`` (1 or -1), cycling through the list: each roll-in
+    takes the next boards from the front, the solver's own rows the next from the back."""
     return [instances[(start + direction * x) % len(instances)] for x in range(count)]
 
 

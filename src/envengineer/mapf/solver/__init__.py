@@ -33,8 +33,8 @@ Algorithms
   depth-``T`` diagrams hold no pair of paths without a conflict (the dependency check of CBSH, used here
   only to prune).
 * **Satisfiability** — on boards of at least ``AIDS_MIN_AGENTS`` agents, the sum-of-costs CBS gets
-  ``SAT_AFTER`` units (``SAT_SCOUT`` of them, where a pair of agents is delayed more than a step or two)
-  and the makespan's horizon searches ``SAT_AFTER_HORIZONS``; a board that needs more
+  ``CBS_UNITS_BEFORE_SAT`` units (``SAT_SCOUT`` of them, where a pair of agents is delayed more than a
+  step or two) and the makespan's horizon searches ``HORIZON_UNITS_BEFORE_SAT``; a board that needs more
   (a crowded one, its optimum many steps above the shortest paths through delays of three agents or more)
   is settled by a SAT solver (:mod:`~envengineer.mapf.solver.sat`), its cost bound growing from the bound
   CBS proved. Satisfiability cannot prove that a board has no plan, so a board of at most ``REACH_SPACE``
@@ -87,6 +87,7 @@ from envengineer.mapf.solver.grid import (
     _INF,
     _check_board,
     distance_map,
+    path_cost,
     paths_to_actions,
     shortest_path_lengths,
 )
@@ -122,6 +123,7 @@ __all__ = [
     "distance_map",
     "joint_space",
     "last_units",
+    "path_cost",
     "paths_to_actions",
     "remember",
     "shortest_path_lengths",
@@ -153,20 +155,20 @@ JOINT_SPACE_SOC = 40_000
 #: thresholds above, measured on whole boards of two and three agents, would send most of them there.
 PART_JOINT_SPACE = 1_000
 #: On boards of ``AIDS_MIN_AGENTS`` agents or more, the sum-of-costs CBS gets this many units and the
-#: makespan's horizon searches ``SAT_AFTER_HORIZONS``; a board that needs more is settled by satisfiability
-#: (:mod:`~envengineer.mapf.solver.sat`) from the bound they proved. ``None``: CBS alone (v1's rule was
-#: measured so). The horizons' share is small: their formulas are small and settle the crowded boards in a
-#: few hundred units, where the horizon searches take thousands; CBS's share was 12,000 until the formula
+#: makespan's horizon searches ``HORIZON_UNITS_BEFORE_SAT``; a board that needs more is settled by
+#: satisfiability (:mod:`~envengineer.mapf.solver.sat`) from the bound they proved. ``None``: CBS alone (v1's
+#: rule was measured so). The horizons' share is small: their formulas are small and settle the crowded boards
+#: in a few hundred units, where the horizon searches take thousands; CBS's share was 12,000 until the formula
 #: grew with the bound and took the pairs' delays, which made satisfiability the cheaper search on those
 #: boards from a few thousand units of CBS on, and 3,000 until the pairs' delays came mostly from their
 #: decision diagrams and their sweeps stopped early: then 500 (docs/benchmarks.md, "The solver's tail").
-SAT_AFTER: int | None = 500
-SAT_AFTER_HORIZONS = 1_000
-#: CBS's first try, this many units of ``SAT_AFTER``: a board it has not settled by then goes to
-#: satisfiability at once when a pair of its agents is delayed more than ``delays.DIAGRAM_DELAYS`` (the pair
-#: must be swept, and satisfiability needs the pairs' delays anyway); otherwise CBS searches again, afresh,
-#: with the rest of the share. CBS settles few boards with such a pair in the units left, and a crowded board
-#: handed over sooner saves most of CBS's share (docs/benchmarks.md, "CBS's first try").
+CBS_UNITS_BEFORE_SAT: int | None = 500
+HORIZON_UNITS_BEFORE_SAT = 1_000
+#: CBS's first try, this many units of ``CBS_UNITS_BEFORE_SAT``: a board it has not settled by then goes
+#: to satisfiability at once when a pair of its agents is delayed more than ``delays.DIAGRAM_DELAYS`` (the
+#: pair must be swept, and satisfiability needs the pairs' delays anyway); otherwise CBS searches again,
+#: afresh, with the rest of the share. CBS settles few boards with such a pair in the units left, and a
+#: crowded board handed over sooner saves most of CBS's share (docs/benchmarks.md, "CBS's first try").
 SAT_SCOUT = 100
 #: A board (or region) that the sum-of-costs CBS did not settle within its share and whose joint positions
 #: number at most this many is first checked for a plan at all (:mod:`~envengineer.mapf.solver.reach`, one
@@ -196,13 +198,6 @@ class Solution:
     def needs_wait(self) -> bool:
         """Whether the optimal SoC exceeds the sum of individual shortest paths."""
         return self.soc > self.shortest_sum
-
-
-def _cost(path: Sequence[int], goal: int) -> int:
-    t = len(path) - 1
-    while t > 0 and path[t - 1] == goal:
-        t -= 1
-    return t
 
 
 def solve(
@@ -351,7 +346,7 @@ def _optimum(
         parts = _regions(prob) if prob.aids and not joint else [tuple(range(prob.k))]
         if len(parts) == 1:
             paths, groups = _solve_soc(prob, budget, joint)
-            costs = [_cost(p, g) for p, g in zip(paths, g_ids, strict=True)]
+            costs = [path_cost(p, g) for p, g in zip(paths, g_ids, strict=True)]
             makespan = _solve_makespan(prob, budget, max(shortest), max(costs), groups, joint)
         else:
             paths, costs, makespan = _solve_parts(grid, prob, parts, budget, max(shortest))
@@ -419,7 +414,7 @@ def _solve_parts(
     found = []
     for part, sub in subs:
         sub_paths, groups = _solve_soc(sub, budget, joint_space=PART_JOINT_SPACE)
-        sub_costs = [_cost(p, g) for p, g in zip(sub_paths, sub.goals, strict=True)]
+        sub_costs = [path_cost(p, g) for p, g in zip(sub_paths, sub.goals, strict=True)]
         for a, p, c in zip(part, sub_paths, sub_costs, strict=True):
             paths[a], costs[a] = p, c
         found.append((max(sub_costs), sub, groups))
@@ -518,10 +513,14 @@ def _solve_soc(
             raise UnsolvableInstance(NO_PLAN)
         return paths, [everyone]
     singles = [(i,) for i in range(prob.k)]
-    if prob.aids and SAT_AFTER is not None:
-        found = budget.within(min(SAT_SCOUT, SAT_AFTER), lambda: _search(prob, budget, None, singles))
-        if found is None and SAT_SCOUT < SAT_AFTER and not _crowded(prob, budget):
-            found = budget.within(SAT_AFTER - SAT_SCOUT, lambda: _search(prob, budget, None, singles))
+    if prob.aids and CBS_UNITS_BEFORE_SAT is not None:
+        found = budget.within(
+            min(SAT_SCOUT, CBS_UNITS_BEFORE_SAT), lambda: _search(prob, budget, None, singles)
+        )
+        if found is None and SAT_SCOUT < CBS_UNITS_BEFORE_SAT and not _crowded(prob, budget):
+            found = budget.within(
+                CBS_UNITS_BEFORE_SAT - SAT_SCOUT, lambda: _search(prob, budget, None, singles)
+            )
         if found is None:  # CBS needed more than its share: satisfiability, from what CBS proved
             if _space(prob) <= REACH_SPACE and not _has_plan(prob, budget):
                 raise UnsolvableInstance(NO_PLAN)
@@ -577,8 +576,8 @@ def _solve_makespan(
             t += 1
         return ub
 
-    if prob.aids and SAT_AFTER is not None:
-        found = budget.within(SAT_AFTER_HORIZONS, horizons)
+    if prob.aids and CBS_UNITS_BEFORE_SAT is not None:
+        found = budget.within(HORIZON_UNITS_BEFORE_SAT, horizons)
         # the horizons below t are proven too short; satisfiability decides the rest
         return found if found is not None else _makespan_by_sat(prob, budget, t, ub)
     return horizons()

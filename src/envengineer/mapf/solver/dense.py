@@ -31,8 +31,7 @@ import numpy as np
 from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
 from envengineer.mapf.instance import Cell
 from envengineer.mapf.solver import Solution
-from envengineer.mapf.solver.grid import _INF
-from envengineer.mapf.solver.ilp import _Board
+from envengineer.mapf.solver.grid import _INF, IndexedBoard
 
 #: The largest table :func:`solve_dense` builds, in entries (two bytes each while it searches: a
 #: cost and a settled flag).
@@ -54,7 +53,7 @@ def dense_space(grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cel
     >>> dense_space(["...", "...", "..."], [(0, 0), (0, 2)], [(0, 2), (0, 0)])
     324
     """
-    return _Table(_Board(grid, starts, goals)).space
+    return _Table(IndexedBoard(grid, starts, goals)).space
 
 
 def solve_dense(
@@ -82,7 +81,7 @@ def solve_dense(
     >>> sol.soc, sol.makespan, sol.shortest_sum, len(sol.paths[0]) - 1
     (6, 4, 4, 4)
     """
-    board = _Board(grid, starts, goals)
+    board = IndexedBoard(grid, starts, goals)
     table = _Table(board)
     if table.space > max_space:
         raise SolverBudgetExceeded(f"a table of {table.space} joint states exceeds max_space={max_space}")
@@ -99,7 +98,7 @@ class _Table:
     """The board's joint states as table indices: ``flags * positions + sum(local_i * stride_i)``, where
     ``local_i`` numbers the cells agent ``i`` can reach."""
 
-    def __init__(self, board: _Board) -> None:
+    def __init__(self, board: IndexedBoard) -> None:
         self.k = k = len(board.starts)
         self.cells: list[np.ndarray] = []  # per agent: its local cell -> the board's cell
         self.moves: list[np.ndarray] = []  # per agent: local cell -> the local cells one action reaches

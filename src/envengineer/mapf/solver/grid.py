@@ -1,18 +1,22 @@
-"""Board helpers of the solver: grid and cell checks, neighbour lists, breadth-first distances, and the
-public helpers :func:`distance_map`, :func:`shortest_path_lengths` and :func:`paths_to_actions`."""
+"""Board helpers of the solver: grid and cell checks, neighbour lists, breadth-first distances, the board
+record :class:`IndexedBoard`, and the public helpers :func:`distance_map`, :func:`shortest_path_lengths`,
+:func:`path_cost` and :func:`paths_to_actions`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 
-from envengineer.errors import InstanceFormatError
+from envengineer.errors import InstanceFormatError, UnsolvableInstance
 from envengineer.mapf.instance import FROZEN, MOVES, Cell
 
 _INF = 1 << 30
 
 _STEP_NAME = {v: k for k, v in MOVES.items()}
+
+_C = TypeVar("_C")  # a cell: an integer or a (row, col) pair
 
 
 def _check_grid(grid: Sequence[str]) -> int:
@@ -83,6 +87,30 @@ def _bfs(nbrs: list[tuple[int, ...]], source: int) -> list[int]:
     return dist
 
 
+class IndexedBoard:
+    """A board's cells as integers (``row * n + col``), their neighbours, and every agent's distances from
+    its start and to its goal: what the integer program and the dense table search from.
+
+    Raises:
+        InstanceFormatError: Starts or goals not distinct, or not on frozen cells of the grid.
+        UnsolvableInstance: An agent cannot reach its goal at all.
+
+    >>> board = IndexedBoard(["...", "...", "..."], [(0, 0)], [(2, 2)])
+    >>> board.n, board.starts, board.goals, board.shortest
+    (3, [0], [8], [4])
+    """
+
+    def __init__(self, grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell]) -> None:
+        self.n, self.starts, self.goals = _check_board(grid, starts, goals)
+        self.nbrs = _neighbours(grid)
+        self.from_start = [_bfs(self.nbrs, s) for s in self.starts]
+        self.to_goal = [_bfs(self.nbrs, g) for g in self.goals]
+        self.shortest = [dist[s] for dist, s in zip(self.to_goal, self.starts, strict=True)]
+        for i, length in enumerate(self.shortest):
+            if length >= _INF:
+                raise UnsolvableInstance(f"agent {i} cannot reach its goal")
+
+
 def distance_map(grid: Sequence[str], goal: Cell) -> np.ndarray:
     """BFS distance (number of moves) from every cell to ``goal``; ``-1`` for holes and unreachable cells.
 
@@ -120,6 +148,21 @@ def shortest_path_lengths(
         d = _bfs(nbrs, _check_cell(grid, g, f"agent {i}'s goal"))[_check_cell(grid, s, f"agent {i}'s start")]
         out.append(None if d >= _INF else d)
     return out
+
+
+def path_cost(path: Sequence[_C], goal: _C) -> int:
+    """An agent's cost (SPEC §2.2): the earliest time from which ``path``, which ends on ``goal``, stays
+    there. Cells may be integers or ``(row, col)`` pairs, ``goal`` of the same kind.
+
+    >>> path_cost([(0, 0), (0, 1), (0, 0), (0, 1), (0, 1)], (0, 1))
+    3
+    >>> path_cost([5], 5)
+    0
+    """
+    t = len(path) - 1
+    while t > 0 and path[t - 1] == goal:
+        t -= 1
+    return t
 
 
 def paths_to_actions(paths: Sequence[Sequence[Cell]]) -> list[list[str]]:

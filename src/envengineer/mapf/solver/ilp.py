@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from envengineer.errors import SolverBudgetExceeded, UnsolvableInstance
+from envengineer.errors import SolverBudgetExceeded
 from envengineer.mapf.instance import Cell
 from envengineer.mapf.solver import Solution
-from envengineer.mapf.solver.grid import _INF, _bfs, _check_board, _neighbours
+from envengineer.mapf.solver.grid import IndexedBoard, path_cost
 
 #: How far past the longest shortest path :func:`solve_ilp` looks for a first plan by default.
 HORIZON_SLACK = 60
@@ -72,7 +72,7 @@ def solve_ilp(
     >>> sol.soc, sol.makespan, sol.shortest_sum, len(sol.paths[0]) - 1
     (6, 4, 4, 4)
     """
-    board = _Board(grid, starts, goals)
+    board = IndexedBoard(grid, starts, goals)
     d = board.shortest
     if max(d) == 0:  # every agent already on its goal
         return Solution(soc=0, makespan=0, shortest_sum=0, paths=tuple((tuple(s),) for s in starts))
@@ -85,42 +85,20 @@ def solve_ilp(
     makespan = horizon
     best = _Program(board, makespan).solve(minimise=True)
     assert best is not None  # feasible at this horizon, just shown
-    spare = sum(_cost(p, g) for p, g in zip(best, board.goals, strict=True)) - sum(d) - 1
+    spare = sum(path_cost(p, g) for p, g in zip(best, board.goals, strict=True)) - sum(d) - 1
     if spare >= 0:  # a cheaper plan, if any, is the optimum of the plans costing at most sum d + spare
         best = _Program(board, max(d) + spare, spare).solve(minimise=True) or best
-    costs = [_cost(p, g) for p, g in zip(best, board.goals, strict=True)]
+    costs = [path_cost(p, g) for p, g in zip(best, board.goals, strict=True)]
     end = max(costs)
     n = board.n
     paths = tuple(tuple((c // n, c % n) for c in p[: end + 1]) for p in best)
     return Solution(soc=sum(costs), makespan=makespan, shortest_sum=sum(d), paths=paths)
 
 
-def _cost(path: Sequence[int], goal: int) -> int:
-    """SPEC §2.2: the earliest time from which the path stays on its goal."""
-    t = len(path) - 1
-    while t > 0 and path[t - 1] == goal:
-        t -= 1
-    return t
-
-
-class _Board:
-    """A board's cells as integers, their neighbours, and every agent's distances from start and goal."""
-
-    def __init__(self, grid: Sequence[str], starts: Sequence[Cell], goals: Sequence[Cell]) -> None:
-        self.n, self.starts, self.goals = _check_board(grid, starts, goals)
-        self.nbrs = _neighbours(grid)
-        self.from_start = [_bfs(self.nbrs, s) for s in self.starts]
-        self.to_goal = [_bfs(self.nbrs, g) for g in self.goals]
-        self.shortest = [dist[s] for dist, s in zip(self.to_goal, self.starts, strict=True)]
-        for i, length in enumerate(self.shortest):
-            if length >= _INF:
-                raise UnsolvableInstance(f"agent {i} cannot reach its goal")
-
-
 class _Program:
     """The integer program of one horizon (see the module docstring), built for HiGHS as sparse rows."""
 
-    def __init__(self, board: _Board, horizon: int, spare: int | None = None) -> None:
+    def __init__(self, board: IndexedBoard, horizon: int, spare: int | None = None) -> None:
         """With ``spare``, only the plans that cost at most ``sum d + spare``: each agent home by its
         ``d + spare`` (the others cost at least their ``d``) and a row on the total."""
         self.board, self.horizon = board, horizon

@@ -67,16 +67,18 @@ EMIT_SLICE = 512
 #: bounds fail on the same few agents' detours), and each costs a growth of the formula, far more than its
 #: refutation: a step of two halves those growths, and overshoots the optimum by one bound at most. Larger
 #: steps and doubling overshoot more (docs/benchmarks.md, "Fewer and cheaper growths of the formula").
-OUTRIGHT_STEP = 2
+STEP_AFTER_PROPAGATION_REFUTATION = 2
 
 
-def _hand_over(solver: Solver, clauses: list[list[int]]) -> None:
+def _add_clauses(solver: Solver, clauses: list[list[int]]) -> None:
     """Give ``clauses`` to ``solver``. PySAT's ``append_formula`` calls two Python methods per clause
     before Glucose's C binding; calling the binding directly takes a quarter off the formula's growth
     (seed 9's board 80: 6.1 -> 4.7 ms) and 2-5 % off the slow boards' p99 (docs/benchmarks.md, "Clauses
     handed to Glucose directly"). The binding's answer (False: the formula is already refuted) need not be
     kept: Glucose keeps it and every later call to solve answers no. Any other solver object (one that
-    records the clauses, in the tests) gets them through ``append_formula``."""
+    records the clauses, in the tests) gets them through ``append_formula``. ``pysolvers.glucose41_add_cl``
+    is not PySAT's public interface: python-sat is pinned for it (pyproject.toml), and
+    tests/test_solver_sat.py fails by name if an upgrade drops it."""
     glucose = getattr(solver, "solver", None)
     if type(glucose) is Glucose4 and glucose.glucose:
         add, handle = pysolvers.glucose41_add_cl, glucose.glucose
@@ -193,7 +195,7 @@ class _Formula:
         thousands of small lists would trigger the garbage collector's full passes (over every object of
         the process): on the slow boards that took up to half of the formula's time."""
         self.written += len(self.clauses)
-        _hand_over(self.solver, self.clauses)
+        _add_clauses(self.solver, self.clauses)
         self.clauses.clear()  # the same list: the writers hold its append
         units = int((self.written - self.charged) // CLAUSES_PER_UNIT)
         if units:
@@ -225,7 +227,7 @@ class _Formula:
         self._steps(*new, bound)
         if self.soc:
             self._delays(bound, horizon)
-        _hand_over(self.solver, self.clauses)
+        _add_clauses(self.solver, self.clauses)
         self.clauses.clear()
         self.written, self.charged = 0, 0.0
         self.bound, self.horizon = bound, horizon
@@ -441,10 +443,10 @@ def _least_bound(
     """The least bound from ``lo`` (below ``hi``, where given) at which ``formula`` has a plan, and that
     plan; ``(hi, None)`` when no bound below ``hi`` has one.
 
-    After a bound refuted by propagation alone the next is ``OUTRIGHT_STEP`` above it (see there), after
-    one that needed search the next one up. A plan at a bound past a skipped one makes the formula answer
-    that one (:meth:`_Formula.solve` takes any bound up to its own), the least first, so the plan returned
-    is optimal."""
+    After a bound refuted by propagation alone the next is ``STEP_AFTER_PROPAGATION_REFUTATION`` above it (see
+    there), after one that needed search the next one up. A plan at a bound past a skipped one makes the
+    formula answer that one (:meth:`_Formula.solve` takes any bound up to its own), the least first, so the
+    plan returned is optimal."""
     refuted, step = lo - 1, 1  # every bound up to ``refuted`` has no plan
     while hi is None or refuted + 1 < hi:
         bound = refuted + step if hi is None else min(refuted + step, hi - 1)
@@ -457,7 +459,7 @@ def _least_bound(
                     return skipped, found
             return bound, paths
         refuted = bound
-        step = OUTRIGHT_STEP if formula.refuted_outright else 1
+        step = STEP_AFTER_PROPAGATION_REFUTATION if formula.refuted_outright else 1
     return hi, None
 
 

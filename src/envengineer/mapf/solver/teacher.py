@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 from envengineer.errors import InstanceFormatError, SolverBudgetExceeded
 from envengineer.mapf.instance import MOVES, Cell, Instance
-from envengineer.mapf.solver import DEFAULT_NODE_BUDGET, JOINT_SPACE_SOC, _cost, _search, check_limits, solve
+from envengineer.mapf.solver import DEFAULT_NODE_BUDGET, JOINT_SPACE_SOC, _search, check_limits, solve
 from envengineer.mapf.solver.cbs import _pair_conflicts
-from envengineer.mapf.solver.grid import _INF, _check_cell, _check_grid, paths_to_actions
+from envengineer.mapf.solver.grid import _INF, _check_cell, _check_grid, path_cost, paths_to_actions
 from envengineer.mapf.solver.joint import _plan_group
 from envengineer.mapf.solver.problem import _Budget, _Cons, _OutOfBudget, _plan, _Problem, _space
 
@@ -321,5 +321,5 @@ def _plan_rest(prob: _Problem, cons: list[_Cons], budget: _Budget) -> list[tuple
 
 def _completion(cells: Sequence[Sequence[int]], goals: Sequence[int], n: int) -> Completion:
     paths = tuple(tuple(divmod(c, n) for c in p) for p in cells)
-    soc = sum(_cost(p, g) for p, g in zip(cells, goals, strict=True))
+    soc = sum(path_cost(p, g) for p, g in zip(cells, goals, strict=True))
     return Completion(paths=paths, plan=tuple(map(tuple, paths_to_actions(paths))), soc=soc)
