@@ -99,9 +99,30 @@ def main(argv: list[str] | None = None) -> int:
     options: dict[str, Any] = {"device": args.device} if args.device else {}
     backend = load_backend("hf", model, **options)
     t_load = time.perf_counter() - t0
+    loading = {
+        "model_load_seconds": round(t_load, 2),
+        "embedded_conversion_seconds": round(t_resolve, 2)
+        if not converted_before and args.model is None
+        else None,
+    }
 
     pool, source = load_set(args.eval_set)
     instances = stratified_subset(pool, args.n)
+    run = timed_evaluation(args, backend, instances)
+    figures = figures_of(args, backend.name, len(instances), source, run, loading)
+    width = max(len(k) for k in figures)
+    for key, value in figures.items():
+        print(f"{key:<{width}}  {value}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+def timed_evaluation(args: argparse.Namespace, backend: Any, instances: list[Instance]) -> dict[str, Any]:
+    """The prompts' tokens, the prefill of the longest batch alone, then ``evaluate`` timed on the wall
+    clock and the process's CPU clock; its report."""
+    import torch
+
     prompt_tokens = [
         len(backend.tokenizer(backend.render(m), add_special_tokens=False)["input_ids"])
         for m in _messages(instances)
@@ -129,19 +150,41 @@ def main(argv: list[str] | None = None) -> int:
         )
         seconds = time.perf_counter() - t0
         cpu_seconds = time.process_time() - c0
+    return {
+        "prompt_tokens": prompt_tokens,
+        "device": device,
+        "prefill": prefill,
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "report": report,
+    }
+
+
+def figures_of(
+    args: argparse.Namespace,
+    model: str,
+    n: int,
+    source: str,
+    run: dict[str, Any],
+    loading: dict[str, Any],
+) -> dict[str, Any]:
+    """What the script prints and writes, in its order: the set-up, the rates, the memory, the verdicts."""
+    import torch
+
+    report, device, seconds, cpu_seconds = run["report"], run["device"], run["seconds"], run["cpu_seconds"]
     summary = report.summary()
     tokens = sum(report.tokens.values())
     failures: dict[str, int] = {}
     for v in report.verdicts.values():
         key = v.failure or "optimal"
         failures[key] = failures.get(key, 0) + 1
-    figures = {
-        "model": backend.name,
+    return {
+        "model": model,
         "device": device,
         "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
-        "instances": len(instances),
+        "instances": n,
         "set": source,
         "batch_size": args.batch_size,
         "max_new_tokens": args.max_new_tokens,
@@ -149,15 +192,12 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(seconds, 2),
         "cpu_seconds": round(cpu_seconds, 2),
         "cpu_share": round(cpu_seconds / seconds / torch.get_num_threads(), 2) if device == "cpu" else None,
-        "responses_per_second": round(len(instances) / seconds, 3),
+        "responses_per_second": round(n / seconds, 3),
         "tokens_per_second": round(tokens / seconds, 1),
         "mean_completion_tokens": summary["mean_tokens"],
-        "mean_prompt_tokens": round(sum(prompt_tokens) / len(prompt_tokens), 1),
-        "prefill_seconds_longest_batch": round(prefill, 2),
-        "model_load_seconds": round(t_load, 2),
-        "embedded_conversion_seconds": round(t_resolve, 2)
-        if not converted_before and args.model is None
-        else None,
+        "mean_prompt_tokens": round(sum(run["prompt_tokens"]) / len(run["prompt_tokens"]), 1),
+        "prefill_seconds_longest_batch": round(run["prefill"], 2),
+        **loading,
         "peak_rss_mib": round(peak_rss_mib(), 1),
         "peak_cuda_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1)
         if device.startswith("cuda")
@@ -166,12 +206,6 @@ def main(argv: list[str] | None = None) -> int:
         "optimal_pct": summary["optimal"],
         "verdicts": dict(sorted(failures.items())),
     }
-    width = max(len(k) for k in figures)
-    for key, value in figures.items():
-        print(f"{key:<{width}}  {value}")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
-    return 0
 
 
 def _messages(instances: list[Instance]) -> list[list[dict[str, str]]]:

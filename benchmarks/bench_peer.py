@@ -42,7 +42,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -205,7 +205,7 @@ def _spread(ms: np.ndarray) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--peer", required=True, help="the peer program (CBSH2-RTC's `cbs`, built)")
     ap.add_argument("--source", choices=("random", "benchmark"), default="random")
@@ -223,82 +223,112 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--peer {args.peer!r} is not a file: build CBSH2-RTC first (docs/benchmarks.md)")
     if args.warmup < 0:
         ap.error(f"--warmup must be 0 or more, not {args.warmup}")
+    return args
 
+
+@dataclass
+class Tally:
+    """What the boards gave: the times of each side, the boards both settled, and the lines to print."""
+
+    ours_ms: list[float] = field(default_factory=list)
+    peer_ms: list[float] = field(default_factory=list)
+    both_ours: list[float] = field(default_factory=list)
+    both_peer: list[float] = field(default_factory=list)
+    ours_settled: int = 0
+    peer_settled: int = 0
+    unsolvable: int = 0
+    trouble: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # boards the peer ended without an answer on (not timed)
+    alone: list[str] = field(default_factory=list)  # boards that one side, or neither, settled
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     warm_up(args)
     boards = _boards(args)
     # ours on every board first, as bench_solver.py times them (no other process between two boards)
     ours = [_ours(b.grid, b.starts, b.goals, args.node_budget) for b in boards]
-    ours_ms, peer_ms, both_ours, both_peer = [], [], [], []
-    ours_settled = peer_settled = unsolvable = 0
-    trouble: list[str] = []
-    failed: list[str] = []  # boards the peer ended without an answer on (not timed)
-    alone: list[str] = []  # boards that one side, or neither, settled
+    tally = Tally()
     options = shlex.split(args.peer_args)
-    for board, (outcome, soc, ms) in zip(boards, ours, strict=True):
-        name = board.name
-        peer_board = (args.peer, board.grid, board.starts, board.goals)
-        if outcome == "unsolvable":
-            # CBS cannot prove that a board has no plan: the peer gets a short look for one, untimed
-            unsolvable += 1
-            look = run_peer(*peer_board, UNSOLVABLE_CUTOFF, args.peer_memory, options)
-            if look.soc is not None:
-                trouble.append(f"{name}: ours proves no plan, the peer found one")
-            continue
-        if outcome == "ok" and board.known is not None and soc != board.known:
-            trouble.append(f"{name}: ours {soc}, the benchmark's {board.known}")
-        peer = run_peer(*peer_board, args.cutoff, args.peer_memory, options)
-        if peer.failed is not None:
-            failed.append(f"{name}: {peer.failed}")
-            continue
-        ours_ms.append(ms)
-        peer_ms.append(peer.seconds * 1000)
-        ours_settled += outcome != "budget"
-        peer_settled += peer.soc is not None
-        if outcome == "budget" or peer.soc is None:
-            mine = "over its budget" if outcome == "budget" else f"{soc} in {ms:.1f} ms"
-            theirs = (
-                "none by its cutoff" if peer.soc is None else f"{peer.soc} in {peer.seconds * 1000:.1f} ms"
-            )
-            alone.append(f"{name}: ours {mine}, the peer's {theirs}")
-        if peer.soc is None:
-            continue
-        why = check_peer_plan(board.grid, board.starts, board.goals, peer)
-        if why is not None:
-            trouble.append(f"{name}: the peer's {why}")
-        if board.known is not None and peer.soc != board.known:
-            trouble.append(f"{name}: the peer's {peer.soc}, the benchmark's {board.known}")
-        if outcome == "ok":
-            if soc != peer.soc:
-                trouble.append(f"{name}: ours {soc}, the peer's {peer.soc}")
-            both_ours.append(ms)
-            both_peer.append(peer.seconds * 1000)
+    for board, answer in zip(boards, ours, strict=True):
+        _beside_the_peer(args, options, board, answer, tally)
+    _print_tally(args, options, len(boards), tally)
+    return 1 if tally.trouble else 0
 
+
+def _beside_the_peer(
+    args: argparse.Namespace,
+    options: list[str],
+    board: Board,
+    answer: tuple[str, int | None, float],
+    tally: Tally,
+) -> None:
+    """Run the peer on one board that ours has answered, and count what the two said."""
+    outcome, soc, ms = answer
+    name = board.name
+    peer_board = (args.peer, board.grid, board.starts, board.goals)
+    if outcome == "unsolvable":
+        # CBS cannot prove that a board has no plan: the peer gets a short look for one, untimed
+        tally.unsolvable += 1
+        look = run_peer(*peer_board, UNSOLVABLE_CUTOFF, args.peer_memory, options)
+        if look.soc is not None:
+            tally.trouble.append(f"{name}: ours proves no plan, the peer found one")
+        return
+    if outcome == "ok" and board.known is not None and soc != board.known:
+        tally.trouble.append(f"{name}: ours {soc}, the benchmark's {board.known}")
+    peer = run_peer(*peer_board, args.cutoff, args.peer_memory, options)
+    if peer.failed is not None:
+        tally.failed.append(f"{name}: {peer.failed}")
+        return
+    tally.ours_ms.append(ms)
+    tally.peer_ms.append(peer.seconds * 1000)
+    tally.ours_settled += outcome != "budget"
+    tally.peer_settled += peer.soc is not None
+    if outcome == "budget" or peer.soc is None:
+        mine = "over its budget" if outcome == "budget" else f"{soc} in {ms:.1f} ms"
+        theirs = "none by its cutoff" if peer.soc is None else f"{peer.soc} in {peer.seconds * 1000:.1f} ms"
+        tally.alone.append(f"{name}: ours {mine}, the peer's {theirs}")
+    if peer.soc is None:
+        return
+    why = check_peer_plan(board.grid, board.starts, board.goals, peer)
+    if why is not None:
+        tally.trouble.append(f"{name}: the peer's {why}")
+    if board.known is not None and peer.soc != board.known:
+        tally.trouble.append(f"{name}: the peer's {peer.soc}, the benchmark's {board.known}")
+    if outcome == "ok":
+        if soc != peer.soc:
+            tally.trouble.append(f"{name}: ours {soc}, the peer's {peer.soc}")
+        tally.both_ours.append(ms)
+        tally.both_peer.append(peer.seconds * 1000)
+
+
+def _print_tally(args: argparse.Namespace, options: list[str], n_boards: int, tally: Tally) -> None:
     where = (
-        f"{len(boards)} benchmark instances (a stratified sample)"
+        f"{n_boards} benchmark instances (a stratified sample)"
         if args.source == "benchmark"
-        else f"{len(boards)} boards, agents={args.agents} size={args.size} seed={args.seed}"
+        else f"{n_boards} boards, agents={args.agents} size={args.size} seed={args.seed}"
     )
     print(f"{where}; node_budget={args.node_budget} cutoff={args.cutoff:g} s peer args={options}")
-    timed = len(boards) - unsolvable - len(failed)
-    print(f"the peer ended without an answer (not timed): {len(failed)}")
-    for line in failed:
+    timed = n_boards - tally.unsolvable - len(tally.failed)
+    print(f"the peer ended without an answer (not timed): {len(tally.failed)}")
+    for line in tally.failed:
         print("  " + line)
-    print(f"proven to have no plan by ours: {unsolvable} (the peer looked {UNSOLVABLE_CUTOFF:g} s for one)")
-    print(f"ours : {_spread(np.asarray(ours_ms))} | settled {ours_settled}/{timed}")
-    print(f"peer : {_spread(np.asarray(peer_ms))} | settled {peer_settled}/{timed}")
-    for line in alone:
+    looked = f"the peer looked {UNSOLVABLE_CUTOFF:g} s for one"
+    print(f"proven to have no plan by ours: {tally.unsolvable} ({looked})")
+    print(f"ours : {_spread(np.asarray(tally.ours_ms))} | settled {tally.ours_settled}/{timed}")
+    print(f"peer : {_spread(np.asarray(tally.peer_ms))} | settled {tally.peer_settled}/{timed}")
+    for line in tally.alone:
         print("  " + line)
-    o, p = np.asarray(both_ours), np.asarray(both_peer)
+    o, p = np.asarray(tally.both_ours), np.asarray(tally.both_peer)
     if o.size:
         print(
             f"both settled {o.size}: the peer's time over ours, totals {p.sum() / o.sum():.2f}x, "
             f"medians {np.median(p) / np.median(o):.2f}x, "
             f"p99 {np.percentile(p, 99) / np.percentile(o, 99):.2f}x"
         )
-    print(f"optima that differ or plans that do not stand: {len(trouble)}")
-    for line in trouble:
+    print(f"optima that differ or plans that do not stand: {len(tally.trouble)}")
+    for line in tally.trouble:
         print("  " + line)
-    return 1 if trouble else 0
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from solver_boards import add_board_options, sample_board, warm_up
 UNITS_MARK = 4_000
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_board_options(ap)
     ap.add_argument(
@@ -76,22 +76,32 @@ def main(argv: list[str] | None = None) -> None:
         "--units", action="store_true", help="also report the budget units each board used (deterministic)"
     )
     args = ap.parse_args(argv)
-    if args.sat_after < 0:
-        ap.error(f"--sat-after must be 0 or more, not {args.sat_after}")
-    solver_module.CBS_UNITS_BEFORE_SAT = args.sat_after
-    if args.sat_scout < 0:
-        ap.error(f"--sat-scout must be 0 or more, not {args.sat_scout}")
-    solver_module.SAT_SCOUT = args.sat_scout
-    if args.sat_after_horizons < 0:
-        ap.error(f"--sat-after-horizons must be 0 or more, not {args.sat_after_horizons}")
-    solver_module.HORIZON_UNITS_BEFORE_SAT = args.sat_after_horizons
+    for flag in ("sat_after", "sat_scout", "sat_after_horizons", "warmup"):
+        if getattr(args, flag) < 0:
+            ap.error(f"--{flag.replace('_', '-')} must be 0 or more, not {getattr(args, flag)}")
+    return args
 
-    if args.warmup < 0:
-        ap.error(f"--warmup must be 0 or more, not {args.warmup}")
+
+#: One timed board: its index, milliseconds, budget units, grid, starts, goals and how the solver ended.
+Timed = tuple[int, float, int, list[str], list[Cell], list[Cell], str]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    solver_module.CBS_UNITS_BEFORE_SAT = args.sat_after
+    solver_module.SAT_SCOUT = args.sat_scout
+    solver_module.HORIZON_UNITS_BEFORE_SAT = args.sat_after_horizons
     warm_up(args)
+    boards, counts = time_boards(args)
+    print_times(args, boards, counts)
+
+
+def time_boards(args: argparse.Namespace) -> tuple[list[Timed], dict[str, int]]:
+    """Each board solved once under the clock; the boards and how many needed a wait, were proven to have
+    no plan or ran over the budget."""
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    boards: list[tuple[int, float, int, list[str], list[Cell], list[Cell], str]] = []
-    budget = unsolvable = wait = 0
+    boards: list[Timed] = []
+    counts = {"wait": 0, "unsolvable": 0, "budget": 0}
     for i in range(args.n):
         rng = np.random.default_rng(np.random.SeedSequence((args.seed, args.agents, args.size, i)))
         grid, starts, goals = sample_board(rng, args.size, args.agents, args.holes)
@@ -100,16 +110,19 @@ def main(argv: list[str] | None = None) -> None:
         try:
             # without the memo every call searches, so that last_units is this board's
             sol = solve(grid, starts, goals, node_budget=args.node_budget, memo=not args.units)
-            wait += sol.needs_wait
+            counts["wait"] += sol.needs_wait
         except UnsolvableInstance:
-            unsolvable += 1
+            counts["unsolvable"] += 1
             outcome = "unsolvable"
         except SolverBudgetExceeded:
-            budget += 1
+            counts["budget"] += 1
             outcome = "budget"
         dt = (clock() - t0) * 1000
         boards.append((i, dt, last_units() if args.units else 0, grid, starts, goals, outcome))
+    return boards, counts
 
+
+def print_times(args: argparse.Namespace, boards: list[Timed], counts: dict[str, int]) -> None:
     arr = np.asarray([b[1] for b in boards])
     print(
         f"agents={args.agents} size={args.size} n={args.n} seed={args.seed} "
@@ -122,9 +135,12 @@ def main(argv: list[str] | None = None) -> None:
         f"p99 {np.percentile(arr, 99):.2f} ms | worst {arr.max():.1f} ms | "
         f"mean {arr.mean():.2f} ms | total {arr.sum() / 1000:.2f} s"
     )
-    print(f"needs wait {wait} | proven unsolvable {unsolvable} | budget exceeded {budget}")
+    print(
+        f"needs wait {counts['wait']} | proven unsolvable {counts['unsolvable']} | "
+        f"budget exceeded {counts['budget']}"
+    )
     if args.units:
-        _report_units(np.asarray([b[2] for b in boards]), budget)
+        _report_units(np.asarray([b[2] for b in boards]), counts["budget"])
     order = 2 if args.units else 1  # the most units (deterministic) or the most time
     slowest = sorted(boards, key=lambda b: -b[order])[: args.show_slowest]
     for i, dt, units, grid, starts, goals, outcome in slowest:

@@ -74,29 +74,14 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    base = load_preset(args.preset, "grpo")
-    grpo = dict(base.grpo)
-    for item in args.set:
-        key, _, value = item.partition("=")
-        grpo[key] = load_yaml(value)
-    preset = load_preset({**base.model_dump(mode="json"), "grpo": grpo}, "grpo")
+    preset = preset_of(args)
     options = preset.build_config(output_dir=tempfile.mkdtemp(), max_steps=args.steps)
     completions_per_step = (
         options.per_device_train_batch_size * options.gradient_accumulation_steps * options.world_size
     )
     prompts_per_step = max(1, completions_per_step // options.num_generations)
     samples = args.steps * prompts_per_step
-
-    sizes = [int(s) for s in args.sizes.split(",")]
-    round_config = RoundConfig.model_validate(
-        {
-            "num_samples": samples,
-            "sizes": {
-                n: {"data_ratio": 1.0, "hole_ratio": args.hole_ratio, "wait_ratio": args.wait_ratio}
-                for n in sizes
-            },
-        }
-    )
+    round_config = round_of(args, samples)
 
     t0 = time.perf_counter()
     model_path = resolve_model_path(args.model)
@@ -141,14 +126,44 @@ def main(argv: list[str] | None = None) -> int:
         "mean_completion_tokens": _mean_logged(result.metrics["log_history"], "completions/mean_length"),
         "run_dir": str(out),
     }
-    f = figures
+    print_figures(args.preset, model_path, options.num_generations, figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+def preset_of(args: argparse.Namespace) -> Any:
+    """The GRPO preset with each ``--set KEY=VALUE`` in its ``grpo:`` options."""
+    base = load_preset(args.preset, "grpo")
+    grpo = dict(base.grpo)
+    for item in args.set:
+        key, _, value = item.partition("=")
+        grpo[key] = load_yaml(value)
+    return load_preset({**base.model_dump(mode="json"), "grpo": grpo}, "grpo")
+
+
+def round_of(args: argparse.Namespace, samples: int) -> RoundConfig:
+    """A round of ``samples`` instances over ``--sizes`` in equal shares."""
+    sizes = [int(s) for s in args.sizes.split(",")]
+    return RoundConfig.model_validate(
+        {
+            "num_samples": samples,
+            "sizes": {
+                n: {"data_ratio": 1.0, "hole_ratio": args.hole_ratio, "wait_ratio": args.wait_ratio}
+                for n in sizes
+            },
+        }
+    )
+
+
+def print_figures(preset: str, model_path: str, generations: int, f: dict[str, Any]) -> None:
     cuda = f", peak CUDA {f['peak_cuda_mib']} MiB" if f["peak_cuda_mib"] is not None else ""
     print()
-    print(f"GRPO step benchmark: preset {args.preset}, model {model_path}")
+    print(f"GRPO step benchmark: preset {preset}, model {model_path}")
     print(f"  device {f['device']}, torch threads {f['torch_threads']}, cpus {f['cpu_count']}")
     print(
         f"  {f['steps']} steps, {f['completions_per_step']} completions per step "
-        f"({f['prompts_per_step']} prompts x {options.num_generations}), "
+        f"({f['prompts_per_step']} prompts x {generations}), "
         f"mean completion {f['mean_completion_tokens']} tokens"
     )
     print(
@@ -161,11 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         f"dataset {f['dataset_s']:.3f} s + reward {f['reward_s']:.3f} s over {f['reward_calls']} calls; "
         f"training {f['train_s']:.1f} s)"
     )
-    ok = figures["outside_model_share_pct"] < 2.0
+    ok = f["outside_model_share_pct"] < 2.0
     print(f"  target < 2%: {'met' if ok else 'NOT met'}")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
-    return 0
 
 
 def _mean_logged(history: list[dict[str, Any]], key: str) -> float | None:

@@ -154,16 +154,55 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     import torch
-    from transformers import TrainerCallback
-
-    from envengineer.training.sft import sft
 
     if args.threads:
         torch.set_num_threads(args.threads)
     agents = [int(a) for a in args.agents.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")]
-    extra = [int(s) for s in args.report_sizes.split(",") if s]
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-warm-"))
+    sets, train = board_sets(args, agents, sizes)
+    policy = init_policy(
+        out / "policy", size=args.size, seed=args.seed, policy_format=args.format, overwrite=True
+    )
+    preset = warm_start_preset(args)
+    load = os.getloadavg()[0]
+    versions = training_versions()
+    result, budget = warm_start(args, policy, out, train, preset)
+    train_s = result.metrics["timing"].get("train_s") or (time.perf_counter() - budget.start)
+    losses = [r["loss"] for r in result.metrics["log_history"] if "loss" in r]
+    record: dict[str, Any] = {
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "commit": source_commit(),
+        "versions": versions,  # read before training: what trained, not what packages it later
+        "data": {
+            "agents": agents,
+            "sizes": sizes,
+            "samples": len(train),
+            "hole_ratio": "uniform" if args.holes is None else args.holes,
+            "wait_ratio": {str(a): wait_ratio(a) for a in agents},
+        },
+        "format": args.format,
+        "steps": result.steps,
+        "train_minutes": round(train_s / 60, 2),
+        "train_tokens_per_s": round(budget.tokens / train_s) if train_s else None,
+        "final_loss": losses[-1] if losses else None,
+        "load_before": round(load, 2),
+        "sets": {},
+    }
+    print(
+        f"# format {args.format}: {result.steps} steps in {train_s / 60:.1f} min, "
+        f"{record['train_tokens_per_s']} tokens/s, last loss {record['final_loss']}, load {load:.2f}"
+    )
+    record["sets"] = evaluate_sets(str(result.checkpoint), sets, preset["max_completion_length"])
+    print(f"# load average at the end {os.getloadavg()[0]:.2f}; checkpoint {result.checkpoint}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(record, indent=2) + "\n")
+    return 0
+
+
+def board_sets(args: argparse.Namespace, agents: list[int], sizes: list[int]) -> tuple[dict[int, list], list]:
+    """The held-out sets (per agent count) and the training boards, disjoint from them by board hash."""
+    extra = [int(s) for s in args.report_sizes.split(",") if s]
     t0 = time.perf_counter()
     sets = held_out_sets([int(a) for a in args.eval_agents.split(",")], args.per_cell, max([8, *extra]))
     exclude = frozenset(i.board_hash() for s in sets.values() for i in s)
@@ -173,9 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{ {k: len(v) for k, v in sets.items()} }, generated in {time.perf_counter() - t0:.0f} s",
         flush=True,
     )
-    policy = init_policy(
-        out / "policy", size=args.size, seed=args.seed, policy_format=args.format, overwrite=True
-    )
+    return sets, train
+
+
+def warm_start_preset(args: argparse.Namespace) -> dict[str, Any]:
+    """The SFT preset with the options that change it (``--sampling``, ``--batch-size``, ...)."""
     preset = load_preset(args.preset, "sft").model_dump(mode="json")
     preset["sft"].update(disable_tqdm=True, include_num_input_tokens_seen="non_padding")
     if args.sampling:
@@ -188,8 +229,17 @@ def main(argv: list[str] | None = None) -> int:
         preset["max_completion_length"] = args.max_completion_length
     if args.save_every:
         preset["sft"].update(save_strategy="steps", save_steps=args.save_every, save_only_model=True)
-    load = os.getloadavg()[0]
-    versions = training_versions()
+    return preset
+
+
+def warm_start(
+    args: argparse.Namespace, policy: Path, out: Path, train: list, preset: dict[str, Any]
+) -> tuple[Any, Any]:
+    """The fresh policy trained on ``train`` in ``out/sft``: the trainer's result and its budget callback
+    (when it started, the tokens it saw)."""
+    from transformers import TrainerCallback
+
+    from envengineer.training.sft import sft
 
     class Budget(TrainerCallback):
         """Stop when ``--minutes`` of training time are spent or at ``--stop-at-step``; count the tokens."""
@@ -217,69 +267,52 @@ def main(argv: list[str] | None = None) -> int:
         max_steps=args.steps,
         callbacks=[budget],
     )
-    train_s = result.metrics["timing"].get("train_s") or (time.perf_counter() - budget.start)
-    losses = [r["loss"] for r in result.metrics["log_history"] if "loss" in r]
+    return result, budget
+
+
+def evaluate_sets(checkpoint: str, sets: dict[int, list], max_tokens: int) -> dict[int, dict[str, Any]]:
+    """Each held-out set answered greedily by the checkpoint, beside the scripted greedy heuristic, with the
+    rates printed per size (two agents also get ``common.diagnostic``)."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(result.checkpoint)  # to count the answers' tokens
-    record: dict[str, Any] = {
-        "args": {k: str(v) for k, v in vars(args).items()},
-        "commit": source_commit(),
-        "versions": versions,  # read before training: what trained, not what packages it later
-        "data": {
-            "agents": agents,
-            "sizes": sizes,
-            "samples": len(train),
-            "hole_ratio": "uniform" if args.holes is None else args.holes,
-            "wait_ratio": {str(a): wait_ratio(a) for a in agents},
-        },
-        "format": args.format,
-        "steps": result.steps,
-        "train_minutes": round(train_s / 60, 2),
-        "train_tokens_per_s": round(budget.tokens / train_s) if train_s else None,
-        "final_loss": losses[-1] if losses else None,
-        "load_before": round(load, 2),
-        "sets": {},
-    }
-    print(
-        f"# format {args.format}: {result.steps} steps in {train_s / 60:.1f} min, "
-        f"{record['train_tokens_per_s']} tokens/s, last loss {record['final_loss']}, load {load:.2f}"
-    )
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)  # to count the answers' tokens
+    out: dict[int, dict[str, Any]] = {}
     for k, instances in sets.items():
         t1 = time.perf_counter()
-        texts = answer(str(result.checkpoint), instances, preset["max_completion_length"])
+        texts = answer(checkpoint, instances, max_tokens)
         lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
         policy_score = size_rates(instances, texts)
         rng = np.random.default_rng(0)
         greedy = size_rates(instances, [respond("greedy", i, rng) for i in instances])
-        record["sets"][k] = {
+        out[k] = {
             "policy": policy_score,
             "greedy": greedy,
             "mean_completion_tokens": round(float(np.mean(lengths)), 1),
         }
         if k == 2:  # the two causes apart: its own first line, and coordination (common.diagnostic)
-            diag = diagnostic(str(result.checkpoint), instances, texts, preset["max_completion_length"])
-            record["sets"][k]["diagnostic"] = diag
+            diag = diagnostic(checkpoint, instances, texts, max_tokens)
+            out[k]["diagnostic"] = diag
             print(
                 "  diagnostic (boards, valid, optimal): "
                 + json.dumps({name: (d["boards"], d["valid"], d["optimal"]) for name, d in diag.items()})
             )
-        record["sets"][k]["eval_seconds"] = round(time.perf_counter() - t1, 1)
-        head, g = policy_score["sizes_3_8"], greedy["sizes_3_8"]
+        out[k]["eval_seconds"] = round(time.perf_counter() - t1, 1)
+        _print_set(k, instances, policy_score, greedy, lengths)
+    return out
+
+
+def _print_set(k: int, instances: list, policy_score: dict, greedy: dict, lengths: list[int]) -> None:
+    head, g = policy_score["sizes_3_8"], greedy["sizes_3_8"]
+    print(
+        f"\n{k} agent(s), {len(instances)} boards: valid {head['valid']} / optimal {head['optimal']} "
+        f"(sizes 3-6 {policy_score['sizes_3_6']['valid']}, 7-8 {policy_score['sizes_7_8']['valid']}); "
+        f"greedy {g['valid']} / {g['optimal']}; {np.mean(lengths):.0f} tokens per answer"
+    )
+    for n, row in policy_score["by_size"].items():
         print(
-            f"\n{k} agent(s), {len(instances)} boards: valid {head['valid']} / optimal {head['optimal']} "
-            f"(sizes 3-6 {policy_score['sizes_3_6']['valid']}, 7-8 {policy_score['sizes_7_8']['valid']}); "
-            f"greedy {g['valid']} / {g['optimal']}; {np.mean(lengths):.0f} tokens per answer"
+            f"  {n}x{n}: {row['valid']:5.1f} / {row['optimal']:5.1f}  greedy "
+            f"{greedy['by_size'][n]['valid']:5.1f}  failures {row['failures']}"
         )
-        for n, row in policy_score["by_size"].items():
-            print(
-                f"  {n}x{n}: {row['valid']:5.1f} / {row['optimal']:5.1f}  greedy "
-                f"{greedy['by_size'][n]['valid']:5.1f}  failures {row['failures']}"
-            )
-    print(f"# load average at the end {os.getloadavg()[0]:.2f}; checkpoint {result.checkpoint}", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(record, indent=2) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

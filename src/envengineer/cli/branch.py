@@ -11,11 +11,14 @@ import argparse
 from pathlib import Path
 
 from envengineer.argtypes import nonneg_int, pos_int
+from envengineer.cli.options import add_out, command
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "branch",
+        cmd_branch,
         help="the counterfactual of a round: train a run's round K under other configurations",
         description="Take the run in RUN_DIR before its round K, train round K once per --config with the "
         "run's learner, seeds and settings, validate each branch on the run's validation boards and write "
@@ -48,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a branch whose configuration the engineer of that experiment file writes from the run's "
         "state before K, as the loop asks its own (repeatable; K >= 1)",
     )
-    p.add_argument("--out", type=Path, required=True, help="folder of the branch set (one folder a branch)")
+    add_out(p, "folder of the branch set (one folder a branch)", required=True)
     p.add_argument(
         "--lanes",
         type=pos_int,
@@ -61,7 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="branch from a run whose stages other code or presets computed (refused by default, naming "
         "what differs; each branch's fingerprint.json records it)",
     )
-    p.set_defaults(func=cmd_branch)
 
 
 def cmd_branch(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envengineer.argtypes import nonneg_int
+from envengineer.cli.options import add_out, add_seed, command
 from envengineer.errors import ConfigError, InstanceFormatError
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,10 @@ _BACKEND_FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "eval",
+        cmd_eval,
         help="evaluate a model on the benchmark, the validation set or an instance file",
         description="Ask a model about every instance, write OUT/responses.jsonl and OUT/scores.json (the "
         "JSON `envengineer score --json` writes) and print the paper's table. An interrupted run resumes "
@@ -57,9 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="evaluate N instances, a stratified slice that covers every (agents, size, subset) cell",
     )
-    p.add_argument(
-        "--out", type=Path, default=None, help="output folder (default runs/eval/SET-BACKEND-MODEL)"
-    )
+    add_out(p, "output folder (default runs/eval/SET-BACKEND-MODEL)", default=None)
     p.add_argument("--batch-size", type=int, default=8, help="conversations per generate call (default 8)")
     p.add_argument(
         "--max-new-tokens",
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--temperature", type=float, default=0.7, help="sampling temperature, 0 = greedy (default 0.7)"
     )
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="sampling seed (default 0)")
+    add_seed(p, "sampling seed (default 0)")
     p.add_argument(
         "--thinking",
         choices=("on", "off"),
@@ -84,7 +84,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _add_openai_options(p)
     _add_local_options(p)
-    p.set_defaults(func=cmd_eval)
 
 
 def _add_openai_options(p: argparse.ArgumentParser) -> None:

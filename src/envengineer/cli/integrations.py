@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
+
+from envengineer.cli.options import add_output, command
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "export",
+        cmd_export,
         help="write an instance set as a Hugging Face dataset / Parquet (or verl's layout)",
         description="Export an instance set with chat-message prompts, the instance, its optima and a split "
         "column: as a Parquet file (OUT ending in .parquet) or a datasets.save_to_disk folder (any other "
@@ -21,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="'benchmark', 'validation', a round configuration (.yaml/.yml/.json) "
         "or an instance file (.jsonl)",
     )
-    p.add_argument("-o", "--output", type=Path, required=True, help="OUT.parquet or a new folder")
+    add_output(p, "OUT.parquet or a new folder")
     p.add_argument("--format", choices=("hf", "verl"), default="hf", help="column layout (default hf)")
     p.add_argument("--split", default=None, help="value of the split column (default: from the source)")
     p.add_argument("--seed", type=int, default=0, help="data seed of a round configuration (default 0)")
@@ -29,7 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing OUT.parquet or exported dataset folder"
     )
-    p.set_defaults(func=cmd_export)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -9,33 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+from envengineer.cli.options import (
+    add_dry_run,
+    add_no_progress,
+    add_out,
+    add_overrides,
+    add_sweep_options,
+    command,
+)
 from envengineer.errors import ConfigError
-
-
-def _sweep_arguments(p: argparse.ArgumentParser, where: str) -> None:
-    p.add_argument(
-        "--seeds",
-        metavar="SEEDS",
-        help=f"one run per seed, e.g. 0-4 or 0,2,5 (seeds as --seed sets them), into {where}; a stopped "
-        "sweep resumes with the same command (docs/loop.md, Sweeps on Ray)",
-    )
-    p.add_argument(
-        "--executor",
-        choices=("sequential", "ray"),
-        default="sequential",
-        help="sequential: the runs in lanes side by side on this machine's cores (default); ray: every run "
-        "one Ray task with the CPUs and GPUs it asks for (pip install 'envengineer[ray]')",
-    )
-    p.add_argument(
-        "--lanes",
-        metavar="N",
-        help="with the sequential executor: N runs at once, each in its own process with its share of the "
-        "cores as torch and BLAS threads (default: one lane per core for CPU runs; 1: one run after "
-        "another in this process with every core)",
-    )
-    p.add_argument(
-        "--address", metavar="ADDR", help="with --executor ray: the Ray cluster to attach to (default: local)"
-    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,14 +30,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_run(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "run",
-        help="run an experiment: rounds of data -> GRPO -> validation -> engineer, then the benchmark",
+        cmd_run,
+        help="run an experiment: rounds of data -> training (the experiment's training.learner) -> "
+        "validation -> engineer, then the benchmark",
         description="Run the environment-engineer loop of an experiment file into a run directory, or "
         "continue a stopped run with --resume DIR. The run directory is the lab notebook (docs/loop.md).",
     )
     p.add_argument("experiment", nargs="?", type=Path, help="experiment YAML (not needed with --resume)")
-    p.add_argument("--out", type=Path, help="run directory (default: runs/NAME)")
+    add_out(p, "run directory (default: runs/NAME)")
     p.add_argument("--resume", type=Path, metavar="DIR", help="continue the run in DIR where it stopped")
     p.add_argument(
         "--redo-damaged",
@@ -64,13 +49,7 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         "deleted, and run from their start the stages whose files no ledger line vouches for (a deleted "
         "ledger); old files go to DIR/set_aside/N (default: stop and name the file)",
     )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a field, e.g. --set rounds=1 --set engineer.kind=fixed (repeatable)",
-    )
+    add_overrides(p, "override a field, e.g. --set rounds=1 --set engineer.kind=fixed (repeatable)")
     p.add_argument(
         "--seed",
         type=int,
@@ -100,30 +79,32 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
         "computed the stages differ from today's (default: refuse, naming them); the run records it in "
         "fingerprint.json (docs/loop.md)",
     )
-    p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
-    _sweep_arguments(p, "OUT/NAME-sSEED (--out: the parent folder, default runs)")  # envengineer.sweep
+    add_dry_run(p)
+    add_sweep_options(p, "OUT/NAME-sSEED (--out: the parent folder, default runs)")  # envengineer.sweep
     p.add_argument("--no-report", action="store_true", help="do not write report.md at the end")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_no_progress(p)
     p.add_argument("--schema", action="store_true", help="print the experiment file's JSON schema and exit")
-    p.set_defaults(func=cmd_run)
 
 
 def _register_report(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "report",
+        cmd_report,
         help="write report.md and PNG figures for a run directory",
         description="Render a run directory (finished or not) as report.md with PNG figures: the benchmark "
         "table, data allocation and ratios per round, validation failures, learning curves, the engineer's "
         "rationales.",
     )
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
-    p.add_argument("--out", type=Path, help="folder for report.md and figures/ (default: the run directory)")
-    p.set_defaults(func=cmd_report)
+    add_out(p, "folder for report.md and figures/ (default: the run directory)")
 
 
 def _register_compare(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "compare",
+        cmd_compare,
         help="several runs side by side: tables, arms of seeds with mean and spread, figures",
         description="Put run directories side by side: compare.md (benchmark Sum per agent count, parse %, "
         "tokens per answer, the last validation, pooled valid % per wait subset; runs that differ only in "
@@ -152,15 +133,14 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
         help="reference arm: each other arm's difference to it with a 95%% bootstrap interval (only arms "
         "validated and benchmarked on the reference's sets, compared by ids and board hashes)",
     )
-    p.add_argument(
-        "--out", type=Path, default=Path("runs/compare"), help="output folder (default runs/compare)"
-    )
-    p.set_defaults(func=cmd_compare)
+    add_out(p, "output folder (default runs/compare)", default=Path("runs/compare"))
 
 
 def _register_suite(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "suite",
+        cmd_suite,
         help="run every experiment file of a folder, each distinct run once (plan and cost with --dry-run)",
         description="Read the experiment files of a folder (e.g. experiments/gpu, the paper's whole set), "
         "group files that describe the same run under different names (main-self, ablation-v6, "
@@ -168,44 +148,43 @@ def _register_suite(sub: argparse._SubParsersAction) -> None:
         "into OUT/NAME; the other names become links to it (OUT/suite.json records the mapping).",
     )
     p.add_argument("folder", type=Path, metavar="FOLDER", help="folder of experiment files")
-    p.add_argument("--out", type=Path, default=Path("runs"), help="parent of the run directories (runs)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
+    add_out(p, "parent of the run directories (runs)", default=Path("runs"))
+    add_dry_run(p)
     p.add_argument(
         "--only", action="append", default=[], metavar="NAME", help="run only this file or run (repeatable)"
     )
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every run"
-    )
+    add_overrides(p, "override a field in every run")
     p.add_argument(
         "--redo",
         action="store_true",
         help="start a run again whose directory holds another experiment than its file describes now "
         "(the old directory is moved to NAME.replaced-TIME); default: refuse and name the fields",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    _sweep_arguments(p, "OUT/NAME-sSEED")
-    p.set_defaults(func=cmd_suite)
+    add_no_progress(p)
+    add_sweep_options(p, "OUT/NAME-sSEED")
 
 
 def _register_demo(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "demo",
-        help="the whole loop on a CPU with a small policy that learns (about 15 min), then the report",
+        cmd_demo,
+        help="the whole loop on a CPU with a small policy that learns (about 8 min on 2 idle cores), then "
+        "the report",
         description="The small-policy loop: a 1M-parameter policy warm-started from scratch on the "
         "solver's plans, three GRPO rounds, the embedded SmolLM2-135M writing the next rounds' "
         "configurations from the validation failures, the benchmark, the report. --smollm2 runs the "
         "SmolLM2 self-engineer demo instead.",
     )
-    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="run directory (default runs/demo)")
+    add_out(p, "run directory (default runs/demo)", default=Path("runs/demo"))
     p.add_argument("--resume", action="store_true", help="continue a stopped demo in --out")
-    p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; run nothing")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a demo setting")
+    add_dry_run(p)
+    add_overrides(p, "override a demo setting")
     p.add_argument(
         "--smollm2",
         action="store_true",
         help="the SmolLM2-135M self-engineer demo instead (experiments/cpu/demo-smollm2.yaml, ~10 min)",
     )
-    p.set_defaults(func=cmd_demo)
 
 
 # -- commands ---------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ checks), so a bad one fails at once. ``--overwrite`` replaces the contents of a 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from envengineer.cli.options import add_out, command
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "through the same sft/train/run commands as any other model.",
     )
     actions = p.add_subparsers(dest="policy_command", metavar="ACTION", help="what to do")
-    init = actions.add_parser(
+    init = command(
+        actions,
         "init",
+        cmd_init,
         help="write a freshly initialised policy folder",
         description="Write OUT/config.json, OUT/model.safetensors and the tokenizer with its chat "
         "template. Sizes: "
@@ -33,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument(
         "--size", choices=sorted(POLICY_SIZES), default="tiny", help="model size (default tiny)"
     )
-    init.add_argument("--out", type=Path, required=True, help="folder to write (new or empty)")
+    add_out(init, "folder to write (new or empty)", required=True)
     init.add_argument(
         "--seed",
         type=_seed,
@@ -65,7 +68,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="replace the contents of an existing model folder (a config.json beside plain files only)",
     )
-    init.set_defaults(func=cmd_init)
     p.set_defaults(func=lambda args: p.print_help() or 1)
 
 

@@ -9,18 +9,19 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-from pathlib import Path
 from typing import Any
 
-from envengineer.argtypes import nonneg_int, pos_float, pos_int
-from envengineer.cli.train import add_data_source, add_exclude
+from envengineer.argtypes import pos_float, pos_int
+from envengineer.cli.options import add_data_source, add_exclude, add_out, add_seed, command
 
 log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "teach",
+        cmd_teach,
         help="continue a policy on the exact solver's labels of its own answers (DAgger)",
         description="The policy answers the round's boards; the solver keeps the longest prefix of each "
         "answer that an optimal plan begins with and writes that plan; the policy learns it from its "
@@ -48,9 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="roll-in temperature, a finite number >= 0 (default 0: greedy)",
     )
     p.add_argument("--learning-rate", type=pos_float, default=None, help="peak learning rate (default 5e-4)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the learner and the generator")
-    p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.set_defaults(func=cmd_teach)
+    add_seed(p, "seed of the learner and the generator")
+    add_out(p, "output folder", required=True)
 
 
 def nonneg_float(text: str) -> float:

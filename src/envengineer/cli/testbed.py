@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from envengineer.argtypes import nonneg_int, pos_float, pos_int
+from envengineer.argtypes import pos_float, pos_int
+from envengineer.cli.options import add_instances, add_output, add_seed, add_workers, command
 from envengineer.errors import ConfigError, InstanceFormatError
 
 
@@ -26,8 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _register_generate(sub: argparse._SubParsersAction) -> None:
     """`envengineer generate`: solved instances, one cell or a whole round configuration."""
-    p = sub.add_parser(
+    p = command(
+        sub,
         "generate",
+        cmd_generate,
         help="generate solved instances (one cell, or a whole round configuration)",
         description="Generate instances with exact optima. Either one cell (--agents/--size/--hole-ratio/"
         "--wait-ratio/-n) or a whole round configuration (--config ROUND.yaml).",
@@ -40,22 +43,23 @@ def _register_generate(sub: argparse._SubParsersAction) -> None:
         "--wait-ratio", type=float, default=0.5, help="share of instances that need a wait, in [0, 1]"
     )
     p.add_argument("-n", "--count", type=pos_int, default=100, help="instances to generate (with --size)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="base seed (default 0)")
+    add_seed(p, "base seed (default 0)")
     p.add_argument("--split", default=None, help="seed split: train, validation, benchmark or custom")
-    p.add_argument("-o", "--output", type=Path, required=True, help="output .jsonl (or .jsonl.gz)")
-    p.set_defaults(func=cmd_generate)
+    add_output(p, "output .jsonl (or .jsonl.gz)")
 
 
 def _register_solve(sub: argparse._SubParsersAction) -> None:
     """`envengineer solve`: the exact optima of an instance file."""
-    p = sub.add_parser(
+    p = command(
+        sub,
         "solve",
+        cmd_solve,
         help="fill in (or check) the exact optima of an instance file",
         description="Solve every instance exactly; fills optimal_soc, optimal_makespan, "
         "shortest_sum and needs_wait. Instances that already carry optima are checked.",
     )
-    p.add_argument("instances", type=Path, help="instance file (.jsonl or .jsonl.gz); ids are free-form")
-    p.add_argument("-o", "--output", type=Path, required=True, help="solved instance file to write")
+    add_instances(p, "instance file (.jsonl or .jsonl.gz); ids are free-form")
+    add_output(p, "solved instance file to write")
     p.add_argument(
         "--node-budget", type=pos_int, default=None, help="solver node budget per instance (default 30,000)"
     )
@@ -66,7 +70,6 @@ def _register_solve(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="give up on an instance after this many seconds, whatever budget is left (default 60)",
     )
-    p.set_defaults(func=cmd_solve)
 
 
 def _register_benchmark(sub: argparse._SubParsersAction) -> None:
@@ -90,86 +93,78 @@ def _register_benchmark(sub: argparse._SubParsersAction) -> None:
     bsub = p.add_subparsers(
         dest="benchmark_command", metavar="ACTION", required=True, help="build, validation or info"
     )
-    b = bsub.add_parser("build", parents=[version], help="rebuild the 3,150-instance benchmark")
-    b.add_argument(
-        "-o",
-        "--output",
-        type=Path,
-        required=True,
-        help="instance file to write; v2 also writes NAME-plans.jsonl next to it (see docs/testbed.md)",
+    b = command(
+        bsub, "build", cmd_benchmark_build, parents=[version], help="rebuild the 3,150-instance benchmark"
     )
-    b.add_argument("--workers", type=pos_int, default=None, help="processes (default: 2)")
-    b.set_defaults(func=cmd_benchmark_build)
-    b = bsub.add_parser(
+    add_output(b, "instance file to write; v2 also writes NAME-plans.jsonl next to it (see docs/testbed.md)")
+    add_workers(b)
+    b = command(
+        bsub,
         "validation",
+        cmd_benchmark_validation,
         parents=[version],
         help="build a validation set of the benchmark's shape, disjoint from it, with its keep rule",
     )
-    b.add_argument("-o", "--output", type=Path, required=True, help="instance file to write")
+    add_output(b, "instance file to write")
     b.add_argument("--per-cell", type=pos_int, default=None, help="instances per cell and subset (default 4)")
-    b.add_argument(
-        "--seed", type=nonneg_int, default=None, help="seed (default: the project's validation seed)"
+    add_seed(b, "seed (default: the project's validation seed)", default=None)
+    add_workers(b)
+    command(
+        bsub,
+        "info",
+        cmd_benchmark_info,
+        parents=[version],
+        help="where the packaged benchmark lies, its hash and shape",
     )
-    b.add_argument("--workers", type=pos_int, default=None, help="processes (default: 2)")
-    b.set_defaults(func=cmd_benchmark_validation)
-    b = bsub.add_parser(
-        "info", parents=[version], help="where the packaged benchmark lies, its hash and shape"
-    )
-    b.set_defaults(func=cmd_benchmark_info)
 
 
 def _register_score(sub: argparse._SubParsersAction) -> None:
     """`envengineer score`: the paper's table for a responses file."""
-    p = sub.add_parser(
+    p = command(
+        sub,
         "score",
+        cmd_score,
         help="score a responses file: the paper's table",
         description='Score responses ({"id": ..., "response": "..."} per line) against instances.',
     )
-    p.add_argument(
-        "instances",
-        type=Path,
-        help="instance file (.jsonl); 'benchmark' for the packaged one ('benchmark-v1' for v1)",
-    )
+    add_instances(p, "instance file (.jsonl); 'benchmark' for the packaged one ('benchmark-v1' for v1)")
     p.add_argument("responses", type=Path, help='responses file: {"id": ..., "response": "..."} per line')
     p.add_argument("--json", type=Path, dest="json_out", help="write verdicts and the table as JSON here")
-    p.set_defaults(func=cmd_score)
 
 
 def _register_show(sub: argparse._SubParsersAction) -> None:
     """`envengineer show`: one instance as text."""
-    p = sub.add_parser(
+    p = command(
+        sub,
         "show",
+        cmd_show,
         help="print one instance as text (and its prompt)",
         description="Print one instance as text (its optima, the grid, the agents' starts and goals) and, "
         "with --prompt, the exact prompt a model sees.",
     )
-    p.add_argument(
-        "instances", type=Path, help="instance file; 'benchmark' for the packaged one ('benchmark-v1' for v1)"
-    )
+    add_instances(p)
     p.add_argument("--index", type=int, default=0, help="0-based line index (default 0)")
     p.add_argument("--id", dest="instance_id", help="select by id instead of index")
     p.add_argument("--prompt", action="store_true", help="also print the model prompt")
-    p.set_defaults(func=cmd_show)
 
 
 def _register_play(sub: argparse._SubParsersAction) -> None:
     """`envengineer play`: a scripted policy's responses."""
-    p = sub.add_parser(
+    p = command(
+        sub,
         "play",
+        cmd_play,
         help="write a scripted policy's responses for an instance file",
         description="Answer every instance with a scripted reference policy, as a responses file for "
         "`envengineer score`: optimal (the solver's plan), greedy (each agent's own shortest path, ignoring "
         "the others) or random.",
     )
-    p.add_argument(
-        "instances", type=Path, help="instance file; 'benchmark' for the packaged one ('benchmark-v1' for v1)"
-    )
+    add_instances(p)
     p.add_argument(
         "--policy", choices=("optimal", "greedy", "random"), default="optimal", help="default optimal"
     )
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the random policy (default 0)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="responses file to write (.jsonl)")
-    p.set_defaults(func=cmd_play)
+    add_seed(p, "seed of the random policy (default 0)")
+    add_output(p, "responses file to write (.jsonl)")
 
 
 # -- commands ---------------------------------------------------------------------------------------------

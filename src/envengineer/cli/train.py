@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envengineer.argtypes import nonneg_int, pos_float, pos_int
+from envengineer.cli.options import add_data_source, add_exclude, add_out, add_seed, command
 
 if TYPE_CHECKING:
     from envengineer.mapf.config import RoundConfig
@@ -37,8 +38,10 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "train",
+        cmd_train,
         help="one GRPO training round on a round configuration (TRL GRPOTrainer)",
         description="Generate the round's training instances from ROUND.yaml, train one GRPO round with "
         "the testbed's reward and save OUT/checkpoint (weights + tokenizer), OUT/metrics.json and "
@@ -58,10 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="override the preset's reward",
     )
-    p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser(
+    p = command(
+        sub,
         "sft",
+        cmd_sft,
         help="supervised warm-start on the solver's optimal plans (TRL SFTTrainer)",
         description="Generate the round's instances from ROUND.yaml and fine-tune the model on their "
         "optimal answers, so a small model learns the answer format before GRPO. Writes OUT/checkpoint "
@@ -74,7 +78,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SFT.yaml",
         help="SFT preset: a YAML file or a shipped name (sft-cpu, sft-gpu); default: by hardware",
     )
-    p.set_defaults(func=cmd_sft)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -88,7 +91,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--epochs", type=pos_float, default=None, help="epochs over the round's data (overrides the preset)"
     )
-    p.add_argument("--seed", type=nonneg_int, default=0, help="training seed (default 0)")
+    add_seed(p, "training seed (default 0)")
     p.add_argument(
         "--data-seed", type=nonneg_int, default=None, help="seed of the instance generator (default: --seed)"
     )
@@ -99,33 +102,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="TRL's trackers, e.g. tensorboard or tensorboard,wandb (overrides the preset's report_to)",
     )
     add_exclude(p)
-    p.add_argument("--out", type=Path, required=True, help="output folder")
-
-
-def add_data_source(p: argparse.ArgumentParser, note: str = "") -> None:
-    """``--round ROUND.yaml`` or ``--instances FILE``, one required (``train``, ``sft``, ``teach``)."""
-    data = p.add_mutually_exclusive_group(required=True)
-    data.add_argument("--round", type=Path, metavar="ROUND.yaml", help="round configuration to generate from")
-    data.add_argument(
-        "--instances",
-        type=Path,
-        metavar="FILE",
-        help=f"train on these solved instances instead (.jsonl[.gz]{note})",
-    )
-
-
-def add_exclude(p: argparse.ArgumentParser) -> None:
-    """``--exclude FILE`` (repeatable): boards that must not be trained on (``train``, ``sft``, ``teach``)."""
-    p.add_argument(
-        "--exclude",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="instance file whose boards must not be trained on (repeatable), e.g. a run's "
-        "validation_set.jsonl or a benchmark file; with --round the packaged benchmark's boards are "
-        "always excluded, with --instances the file's instances on these boards are dropped",
-    )
+    add_out(p, "output folder", required=True)
 
 
 def held_out_hashes(files: Sequence[Path], *, benchmark: bool = True) -> frozenset[str]:
