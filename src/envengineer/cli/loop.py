@@ -171,10 +171,10 @@ def _register_demo(sub: argparse._SubParsersAction) -> None:
         cmd_demo,
         help="the whole loop on a CPU with a small policy that learns (about 8 min on 2 idle cores), then "
         "the report",
-        description="The small-policy loop: a 1M-parameter policy warm-started from scratch on the "
-        "solver's plans, three GRPO rounds, the embedded SmolLM2-135M writing the next rounds' "
-        "configurations from the validation failures, the benchmark, the report. --smollm2 runs the "
-        "SmolLM2 self-engineer demo instead.",
+        description="The small-policy loop: the packaged trainee (a 1M-parameter policy supervised on the "
+        "solver's plans), three supervised rounds on the solver's plans of the engineer's boards, the "
+        "embedded SmolLM2-135M writing the next rounds' configurations from the validation failures, the "
+        "benchmark, the report. --smollm2 runs the SmolLM2 self-engineer demo instead.",
     )
     add_out(p, "run directory (default runs/demo)", default=Path("runs/demo"))
     p.add_argument("--resume", action="store_true", help="continue a stopped demo in --out")
