@@ -302,3 +302,29 @@ def test_a_real_sft_round_on_a_tiny_policy(tmp_path: Path, sets: dict[str, Path]
     before = load_file(str(policy / "model.safetensors"))
     after = load_file(str(Path(record["checkpoint"]) / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_the_plan_counts_the_screens_answers_and_probe_boards():
+    """engineer.screen with 4 proposals of 48 boards, 3 rounds: 2 engineer calls ask 8 answers, and the
+    policy answers 2 x 4 x 48 = 384 probe boards besides the rounds' own probes (3 x 128)."""
+    base = {
+        "name": "p",
+        "model": "policy:trainee",
+        "rounds": 3,
+        "samples_per_round": 640,
+        "engineer": {"kind": "base", "model": "embedded"},
+        "training": {"learner": "sft", "preset": "sft-round"},
+    }
+    plain = plan(Experiment.from_dict(base))
+    screened = plan(
+        Experiment.from_dict(
+            {**base, "engineer": {**base["engineer"], "screen": {"proposals": 4, "boards": 48}}}
+        )
+    )
+    assert (plain["engineer_calls"], plain["engineer_answers"]) == (2, 2)
+    assert (screened["engineer_calls"], screened["engineer_answers"]) == (2, 8)
+    assert screened["probe_responses"] == plain["probe_responses"] + 384 == 3 * 128 + 384
+    from envengineer.loop.plan import SMALL_POLICY_CPU_RATES as r
+
+    extra = 6 * r["engineer_answer"] + 384 * r["eval_answer"]
+    assert screened["cpu_seconds"] == pytest.approx(plain["cpu_seconds"] + extra)

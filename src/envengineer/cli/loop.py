@@ -474,6 +474,11 @@ def _print_plan(exp: object, out: Path) -> None:
     print(f"  rounds:      {p['rounds']}  ({p['training'] if p['rounds'] else 'evaluation only'})")
     if p["engineer_calls"]:
         print(f"  engineer:    {p['engineer']}, {p['engineer_calls']} proposal(s); context {p['context']}")
+        if p["engineer_answers"] != p["engineer_calls"]:  # engineer.screen: several answers a call
+            print(
+                f"  screen:      {p['engineer_answers']} engineer answers; their probe boards are among the "
+                "responses below"
+            )
     else:
         print(f"  engineer:    none ({p['rounds']} round(s): no proposal is asked for)")
     if not p["rounds"]:

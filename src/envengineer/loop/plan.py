@@ -176,6 +176,9 @@ def _small_policy_problems(exp: Experiment) -> list[str]:
 def plan(experiment: Experiment) -> dict[str, Any]:
     """What a run will do and cost, without doing it: instances, GRPO or SFT steps, evaluation responses.
 
+    ``engineer_answers`` counts every answer asked of an LLM engineer (``engineer.screen`` asks
+    ``proposals`` a call), and ``probe_responses`` includes the screen's probe boards.
+
     ``grpo_steps*`` count GRPO steps only (0 unless ``training.learner`` is grpo), ``sft_steps*`` the rounds'
     SFT steps (0 unless it is sft; the warm-start's are under ``warm_start``); ``None`` per round when the
     training preset cannot be read.
@@ -200,12 +203,18 @@ def plan(experiment: Experiment) -> dict[str, Any]:
     validations = exp.rounds + int(v.start)  # the starting model's validation counts too
     # an sft round first answers training.probe of its boards (what the learnability signals read)
     probes = exp.rounds * min(exp.training.probe, exp.samples_per_round) if sft_rounds else 0
+    # engineer.screen: each engineer call asks `proposals` answers, and the policy answers `boards` probe
+    # boards of each proposal
+    screen = exp.engineer.screen
+    asked = screen.proposals if screen else 1
+    probes += len(exp.engineer_rounds) * screen.proposals * screen.boards if screen else 0
     p = {
         "name": exp.name,
         "model": exp.policy or exp.model or "embedded default (SmolLM2-135M-Instruct)",
         "rounds": exp.rounds,
         "engineer": exp.engineer.kind,
         "engineer_calls": len(exp.engineer_rounds),
+        "engineer_answers": len(exp.engineer_rounds) * asked,
         "context": _context_label(exp),
         "training_instances": exp.rounds * exp.samples_per_round,
         "training_agents": list(exp.training.agents or (exp.num_agents,)),
@@ -300,7 +309,7 @@ def cpu_seconds_estimate(exp: Experiment, counts: dict[str, Any]) -> float | Non
     if counts["warm_start"]:
         seconds += (counts["warm_start"]["steps"] or 0) * r["sft_step"]
     if exp.engineer.is_llm:
-        seconds += counts["engineer_calls"] * r["engineer_answer"]
+        seconds += counts["engineer_answers"] * r["engineer_answer"]
     return seconds
 
 
