@@ -19,7 +19,11 @@ LINK = re.compile(r"\]\(([^)#]*)(?:#([^)]*))?\)")
 def glance_rows(text: str) -> list[list[str]]:
     """The table rows under the "Results at a glance" heading: each row's cells."""
     section = text.split("## Results at a glance", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| what")]
+    rows = [
+        line
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| what | figure")
+    ]
     return [
         [cell.strip() for cell in row.strip("|").split("|")] for row in rows if not set(row) <= set("|- ")
     ]
