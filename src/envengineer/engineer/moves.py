@@ -29,14 +29,13 @@ word left out is ``same``, an unknown word or key is an issue (recorded) and ``s
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from envengineer.engineer.curriculum import DEFAULT_LEVELS, Knobs, clip_ladder, ladder_level, ladder_move
 from envengineer.engineer.proposal import ParsedAnswer, parse_object
-from envengineer.mapf.config import ConfigSpace, RoundConfig
+from envengineer.mapf.config import ConfigSpace, RoundConfig, short_repr, size_key
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,6 @@ DATA_WORDS: tuple[str, ...] = ("more", "same", "less")
 #: ``more`` multiplies a size's data share by this, ``less`` divides it (before renormalising).
 DATA_FACTOR = 1.5
 
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*(?:[xX×]\s*(\d+))?\s*$")
 _WORDS = {"difficulty": DIFFICULTY_WORDS, "data": DATA_WORDS}
 
 
@@ -62,28 +60,11 @@ class SizeMove:
 
 
 def _size_of(key: Any) -> int | None:
-    """A map size from a key (``6``, ``"6"``, ``"6x6"``), or None."""
-    if isinstance(key, bool):
-        return None
-    if isinstance(key, int):
-        return key
-    if not isinstance(key, str) or len(key) > 20:
-        return None
-    m = _SIZE_RE.match(key)
-    if not m or (m.group(2) and m.group(2) != m.group(1)):
-        return None
-    return int(m.group(1))
-
-
-def _short(v: Any, limit: int = 40) -> str:
-    """``repr`` of a value cut to ``limit`` characters; never raises."""
-    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 128:
-        return "<a long integer>"
+    """A map size from a key (``6``, ``"6"``, ``"6x6"``), or None: the configuration's own reading."""
     try:
-        text = repr(v)
-    except Exception:  # a value that cannot print itself is described by its type
-        return f"<{type(v).__name__}>"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        return size_key(key)
+    except (ValueError, TypeError):
+        return None
 
 
 def _kind(v: Any) -> str:
@@ -192,13 +173,13 @@ def _read_moves(proposal: Any, space: ConfigSpace) -> tuple[dict[int, SizeMove],
     for key, entry in body.items() if isinstance(body, Mapping) else ():
         n = _size_of(key)
         if n is None:
-            issues.append(f"moves.{_short(key)}: not a map size; write 6 or '6x6'")
+            issues.append(f"moves.{short_repr(key)}: not a map size; write 6 or '6x6'")
             continue
         if n not in space.sizes:
             issues.append(f"moves.{n}: size {n} is not a legal size; use one of {list(space.sizes)}")
             continue
         if n in given:
-            issues.append(f"moves.{_short(key)}: size {n} given twice; kept the first")
+            issues.append(f"moves.{short_repr(key)}: size {n} given twice; kept the first")
             continue
         if not isinstance(entry, Mapping):
             issues.append(
@@ -220,14 +201,14 @@ def _entry_move(n: int, entry: Mapping[Any, Any], issues: list[str]) -> SizeMove
             word = "same"
         elif word not in allowed:
             issues.append(
-                f"moves.{n}.{name}: {_short(value)} is not a move; use {allowed[0]}, same or "
+                f"moves.{n}.{name}: {short_repr(value)} is not a move; use {allowed[0]}, same or "
                 f"{allowed[2]} (kept same)"
             )
             word = "same"
         words[name] = word
     for key in entry:
         if key not in _WORDS:
-            name = key if isinstance(key, str) and len(key) < 40 else _short(key)
+            name = key if isinstance(key, str) and len(key) < 40 else short_repr(key)
             issues.append(f"moves.{n}.{name}: unknown key; use difficulty and data")
     return SizeMove(words["difficulty"], words["data"])
 

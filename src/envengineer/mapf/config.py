@@ -105,7 +105,7 @@ class RoundConfig(BaseModel):
     @classmethod
     def _size_keys(cls, v: Any) -> Any:
         if isinstance(v, Mapping):
-            return {_size_key(k): val for k, val in v.items()}
+            return {size_key(k): val for k, val in v.items()}
         return v
 
     @model_validator(mode="after")
@@ -294,11 +294,11 @@ def _size_mapping(proposal: Any, previous: RoundConfig, changes: list[str]) -> M
             if key in body and _number(body[key]) != getattr(previous, key):
                 changes.append(
                     f"{key} is set by the experiment: kept {getattr(previous, key)}, "
-                    f"ignored {_short(body[key])}"
+                    f"ignored {short_repr(body[key])}"
                 )
         for key in body:
             if key not in ("sizes", "num_agents", "num_samples"):
-                changes.append(f"dropped unknown top-level key {_short(key)}")
+                changes.append(f"dropped unknown top-level key {short_repr(key)}")
         body = body["sizes"]
     if not isinstance(body, Mapping):
         changes.append(
@@ -313,12 +313,12 @@ def _proposed_sizes(body: Mapping[Any, Any], space: ConfigSpace, changes: list[s
     proposed: dict[int, Any] = {}
     for key, value in body.items():
         try:
-            n = _size_key(key)
+            n = size_key(key)
         except (ValueError, TypeError):
-            changes.append(f"dropped unknown size {_short(key)}")
+            changes.append(f"dropped unknown size {short_repr(key)}")
             continue
         if n not in space.sizes:
-            changes.append(f"dropped size {_short(n)}, outside the legal sizes {list(space.sizes)}")
+            changes.append(f"dropped size {short_repr(n)}, outside the legal sizes {list(space.sizes)}")
             continue
         if n in proposed:
             changes.append(f"size {n} given twice; kept the first")
@@ -340,16 +340,17 @@ def _project_size(
         return dict(prev_vals)
     for key in entry:
         if key not in bounds:
-            changes.append(f"size {n}: dropped unknown key {_short(key)}")
+            changes.append(f"size {n}: dropped unknown key {short_repr(key)}")
     vals = {}
     for key, (lo, hi) in bounds.items():
         v = _number(entry.get(key))
         if v is None:
-            changes.append(f"size {n}: {key} {_short(entry.get(key))} is not a number; kept {prev_vals[key]}")
+            got = short_repr(entry.get(key))
+            changes.append(f"size {n}: {key} {got} is not a number; kept {prev_vals[key]}")
             v = prev_vals[key]
         elif v < lo or v > hi:
             clipped = min(max(v, lo), hi)
-            changes.append(f"size {n}: {key} {_short(entry.get(key))} clipped to {clipped}")
+            changes.append(f"size {n}: {key} {short_repr(entry.get(key))} clipped to {clipped}")
             v = clipped
         vals[key] = v
     return vals
@@ -394,15 +395,15 @@ def _validate(proposal: Any, space: ConfigSpace) -> list[str]:
         for key in proposal:
             if key not in ("sizes", "num_agents", "num_samples"):
                 errors.append(
-                    f"{_short(key)}: unknown key; use sizes (num_agents and num_samples are optional)"
+                    f"{short_repr(key)}: unknown key; use sizes (num_agents and num_samples are optional)"
                 )
         for key, (lo, hi) in (("num_agents", NUM_AGENTS_RANGE), ("num_samples", NUM_SAMPLES_RANGE)):
             if key in proposal:
                 v = proposal[key]
                 if isinstance(v, bool) or not isinstance(v, int):
-                    errors.append(f"{key}: {_short(v)} is not an integer; use an integer in [{lo}, {hi}]")
+                    errors.append(f"{key}: {short_repr(v)} is not an integer; use an integer in [{lo}, {hi}]")
                 elif not lo <= v <= hi:
-                    errors.append(f"{key}: {_short(v)} is out of range; use an integer in [{lo}, {hi}]")
+                    errors.append(f"{key}: {short_repr(v)} is out of range; use an integer in [{lo}, {hi}]")
         sizes, where = proposal["sizes"], "sizes"
     else:
         sizes, where = proposal, "sizes"
@@ -418,17 +419,18 @@ def _validate(proposal: Any, space: ConfigSpace) -> list[str]:
     seen: set[int] = set()
     for key, entry in sizes.items():
         try:
-            n = _size_key(key)
+            n = size_key(key)
         except (ValueError, TypeError):
-            errors.append(f"{where}.{_short(key)}: not a map size; write 6 or '6x6'")
+            errors.append(f"{where}.{short_repr(key)}: not a map size; write 6 or '6x6'")
             continue
         if n not in space.sizes:
             errors.append(
-                f"{where}.{_short(key)}: size {_short(n)} is not a legal size; use one of {list(space.sizes)}"
+                f"{where}.{short_repr(key)}: size {short_repr(n)} is not a legal size; "
+                f"use one of {list(space.sizes)}"
             )
             continue
         if n in seen:
-            errors.append(f"{where}.{_short(key)}: size {n} given twice")
+            errors.append(f"{where}.{short_repr(key)}: size {n} given twice")
             continue
         seen.add(n)
         if not isinstance(entry, Mapping):
@@ -440,7 +442,7 @@ def _validate(proposal: Any, space: ConfigSpace) -> list[str]:
         for field in entry:
             if field not in bounds:
                 errors.append(
-                    f"{where}.{n}.{_short(field)}: unknown key; use data_ratio, hole_ratio, wait_ratio"
+                    f"{where}.{n}.{short_repr(field)}: unknown key; use data_ratio, hole_ratio, wait_ratio"
                 )
         for field, (lo, hi) in bounds.items():
             if field not in entry:
@@ -449,12 +451,12 @@ def _validate(proposal: Any, space: ConfigSpace) -> list[str]:
             v = _number(entry[field])
             if v is None:
                 errors.append(
-                    f"{where}.{n}.{field}: {_short(entry[field])} is not a finite number; "
+                    f"{where}.{n}.{field}: {short_repr(entry[field])} is not a finite number; "
                     f"use a number in [{lo:g}, {hi:g}]"
                 )
             elif not lo <= v <= hi:
                 errors.append(
-                    f"{where}.{n}.{field}: {_short(entry[field])} is out of range; "
+                    f"{where}.{n}.{field}: {short_repr(entry[field])} is out of range; "
                     f"use a number in [{lo:g}, {hi:g}]"
                 )
     if seen and not errors and all(_number(sizes[k]["data_ratio"]) == 0 for k in sizes):
@@ -497,7 +499,8 @@ def format_validation_error(exc: ValidationError, max_errors: int = 3) -> str:
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*(?:[xX×]\s*(\d+))?\s*$")
 
 
-def _size_key(key: Any) -> int:
+def size_key(key: Any) -> int:
+    """A map size from a key (``6``, ``"6"``, ``"6x6"``); ``ValueError`` for anything else."""
     if isinstance(key, bool):
         raise ValueError(key)
     if isinstance(key, int):
@@ -528,7 +531,7 @@ def _number(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _short(v: Any, limit: int = 40) -> str:
+def short_repr(v: Any, limit: int = 40) -> str:
     """``repr`` of a value, cut to ``limit`` characters; never raises (huge ints, odd objects)."""
     if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 128:
         return f"<an integer of about {int(v.bit_length() * 0.30103)} digits>"
