@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,6 +22,8 @@ from envengineer.engineer.decision import EngineerRequest
 from envengineer.engineer.prompt import answer_schema, build_messages, build_retry_messages
 from envengineer.engineer.proposal import repeats_one_setting
 from envengineer.mapf.config import ConfigSpace, RoundConfig, project
+from test_engineers import FakeParams
+from test_engineers import ScriptedBackend as Chat
 
 SPACE = ConfigSpace(sizes=(3, 4, 5, 6))
 #: 3x3 on level 1, 4x4 off the ladder (between levels 2 and 3), 5x5 on level 2, 6x6 off the ladder (holes
@@ -377,28 +378,6 @@ def test_fuzz_parser_never_raises_on_moves_like_objects(value: Any, prose: str, 
 
 
 # -- the engineer and its records -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class FakeParams:
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_new_tokens: int = 512
-    seed: int = 0
-    json_schema: dict | None = None
-
-
-class Chat:
-    """A backend answering from a script and keeping what it was sent."""
-
-    def __init__(self, script: list[str]) -> None:
-        self.script, self.calls = list(script), []
-
-    def generate(self, conversations: Any, params: Any) -> list[Any]:
-        self.calls.append((conversations, params))
-        return [
-            SimpleNamespace(text=self.script.pop(0), completion_tokens=9, error=None) for _ in conversations
-        ]
-
-
 def test_prompt_asks_for_moves() -> None:
     user = build_messages(REQUEST, answer="moves")[1]["content"]
     answer = user[user.index("## Your answer") :]
